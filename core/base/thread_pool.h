@@ -1,0 +1,45 @@
+// A fixed pool of worker threads with one primitive, parallel_for. Kernels
+// (built-in and plugin) use it instead of spawning their own threads, so the
+// process never runs more compute threads than cores.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sy {
+
+class ThreadPool {
+ public:
+  // threads == 0: one per hardware core. The calling thread takes part in
+  // every parallel_for, so a pool of N threads starts N-1 workers.
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over [0, n) split into at most size() contiguous
+  // ranges of at least `grain` items. Runs inline when one range suffices.
+  // Not re-entrant: a nested call from inside fn runs inline.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_chunks_ = 0;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::mutex call_mu_;  // one parallel_for at a time
+};
+
+}  // namespace sy

@@ -1,0 +1,102 @@
+#include "engine/decoder_model.h"
+
+#include <regex>
+
+namespace sy {
+
+std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const KernelRegistry& registry,
+                                                 ThreadPool* threads, const ModelOptions& options,
+                                                 const std::vector<GraphPass*>& passes, PreparedGraphReport* report) {
+  auto graph = std::make_shared<Graph>(import_onnx_file(path, options.import));
+  PassContext pctx{registry, threads, {}};
+  if (report) {
+    report->imported_nodes = graph->live_node_count();
+    report->op_counts_after.emplace_back("import", graph->op_counts());
+  }
+  if (options.simplify) {
+    simplify_graph(*graph, pctx);
+    if (report) report->op_counts_after.emplace_back("simplify", graph->op_counts());
+  }
+  for (GraphPass* p : passes) {
+    try {
+      p->run(*graph, pctx);
+    } catch (const std::exception& e) {
+      SY_THROW(path << ": pass '" << p->name() << "' failed: " << e.what());
+    }
+    graph->compact();
+    if (report) report->op_counts_after.emplace_back(p->name(), graph->op_counts());
+  }
+  if (options.simplify && !passes.empty()) {
+    simplify_graph(*graph, pctx);
+    if (report) report->op_counts_after.emplace_back("simplify (after passes)", graph->op_counts());
+  }
+  auto m = std::unique_ptr<DecoderModel>(new DecoderModel());
+  m->path_ = path;
+  try {
+    m->executor_ = std::make_unique<Executor>(graph, registry, threads, options.executor);
+  } catch (const Error& e) {
+    SY_THROW(path << ": " << e.what());
+  }
+  m->discover_interface();
+  if (options.max_context > 0) {
+    m->max_context_ = options.max_context;
+  } else {
+    for (const char* key : {"max_position_embeddings", "context_length", "max_seq_len", "n_ctx"}) {
+      auto it = graph->metadata.find(key);
+      if (it != graph->metadata.end()) {
+        try {
+          m->max_context_ = std::stoll(it->second);
+        } catch (const std::exception&) {
+          SY_THROW(path << ": metadata '" << key << "' is not a number: '" << it->second << "'");
+        }
+      }
+    }
+  }
+  return m;
+}
+
+void DecoderModel::discover_interface() {
+  const Graph& g = executor_->graph();
+  input_ids = executor_->input_index("input_ids");
+  attention_mask = executor_->input_index("attention_mask");
+  position_ids = executor_->input_index("position_ids");
+  logits = executor_->output_index("logits");
+  SY_CHECK(input_ids >= 0, path_ << ": not a decoder export: no graph input named 'input_ids'");
+  SY_CHECK(logits >= 0, path_ << ": not a decoder export: no graph output named 'logits'");
+  // past_key_values.N.key / .value inputs pair with present.N.key / .value outputs.
+  std::regex past_re(R"(past_key_values\.(\d+)\.(key|value))");
+  std::map<int, std::pair<int, int>> past;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Value& v = g.values[static_cast<size_t>(g.inputs[i])];
+    std::smatch m;
+    if (!std::regex_match(v.name, m, past_re)) {
+      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == attention_mask || static_cast<int>(i) == position_ids,
+               path_ << ": graph input '" << v.name << "' is not part of the decoder-with-past interface "
+                     << "(input_ids, attention_mask, position_ids, past_key_values.N.key/value)");
+      continue;
+    }
+    int layer = std::stoi(m[1]);
+    auto& slot = past.emplace(layer, std::make_pair(-1, -1)).first->second;
+    (m[2] == "key" ? slot.first : slot.second) = static_cast<int>(i);
+  }
+  int expect = 0;
+  for (const auto& [layer, kv] : past) {
+    SY_CHECK(layer == expect++, path_ << ": past_key_values layers are not numbered 0..N-1 (missing layer " << expect - 1 << ")");
+    SY_CHECK(kv.first >= 0 && kv.second >= 0, path_ << ": layer " << layer << " lacks a past key or value input");
+    const Value& v = g.values[static_cast<size_t>(g.inputs[static_cast<size_t>(kv.first)])];
+    SY_CHECK(v.shape && v.shape->size() == 4 && (*v.shape)[1].is_static() && (*v.shape)[3].is_static(),
+             path_ << ": '" << v.name << "' must have shape [batch, kv_heads, past, head_dim] with static heads and head_dim");
+    kv_heads_ = (*v.shape)[1].value;
+    head_dim_ = (*v.shape)[3].value;
+    kv_dtype_ = v.dtype;
+    int pk = executor_->output_index("present." + std::to_string(layer) + ".key");
+    int pv = executor_->output_index("present." + std::to_string(layer) + ".value");
+    SY_CHECK(pk >= 0 && pv >= 0, path_ << ": layer " << layer << " has past inputs but no present." << layer << ".key/value outputs");
+    past_key_inputs_.push_back(kv.first);
+    past_value_inputs_.push_back(kv.second);
+    present_key_outputs_.push_back(pk);
+    present_value_outputs_.push_back(pv);
+  }
+}
+
+}  // namespace sy

@@ -1,0 +1,66 @@
+// A decoder-only ONNX model made ready to run: imported, simplified, planned,
+// with its decoder-with-past interface discovered (input_ids, attention_mask,
+// position_ids, past_key_values.N.key/value -> logits, present.N.key/value).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/onnx_import.h"
+#include "passes/pass.h"
+#include "runtime/executor.h"
+
+namespace sy {
+
+struct ModelOptions {
+  bool simplify = true;
+  int64_t max_context = 0;  // 0: the model's metadata, else 4096
+  ExecutorOptions executor;
+  ImportOptions import;
+};
+
+// Graph-rewrite passes run between import and planning, in order. The
+// built-in simplification runs after them (and before, so passes see a
+// clean graph).
+struct PreparedGraphReport {
+  size_t imported_nodes = 0;
+  std::vector<std::pair<std::string, std::map<std::string, int>>> op_counts_after;  // (stage, counts)
+};
+
+class DecoderModel {
+ public:
+  static std::unique_ptr<DecoderModel> load(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
+                                            const ModelOptions& options = {},
+                                            const std::vector<GraphPass*>& passes = {},
+                                            PreparedGraphReport* report = nullptr);
+
+  Executor& executor() { return *executor_; }
+  const Graph& graph() const { return executor_->graph(); }
+  const std::string& path() const { return path_; }
+
+  int num_layers() const { return static_cast<int>(past_key_inputs_.size()); }
+  int64_t kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  int64_t max_context() const { return max_context_; }
+  bool has_kv_cache() const { return !past_key_inputs_.empty(); }
+  DType kv_dtype() const { return kv_dtype_; }
+
+  // Input/output slots (indices into the executor's input/output lists).
+  int input_ids = -1, attention_mask = -1, position_ids = -1;
+  int logits = -1;
+  const std::vector<int>& past_key_inputs() const { return past_key_inputs_; }
+  const std::vector<int>& past_value_inputs() const { return past_value_inputs_; }
+  const std::vector<int>& present_key_outputs() const { return present_key_outputs_; }
+  const std::vector<int>& present_value_outputs() const { return present_value_outputs_; }
+
+ private:
+  void discover_interface();
+
+  std::string path_;
+  std::unique_ptr<Executor> executor_;
+  std::vector<int> past_key_inputs_, past_value_inputs_, present_key_outputs_, present_value_outputs_;
+  int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096;
+  DType kv_dtype_ = DType::F32;
+};
+
+}  // namespace sy

@@ -1,0 +1,175 @@
+#include "engine/generator.h"
+
+#include <chrono>
+
+namespace sy {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+}  // namespace
+
+struct BaselineGenerator::Batch {
+  size_t rows = 0;
+  std::vector<std::vector<int64_t>> mask;  // [rows][past + new]
+  std::vector<int64_t> next_pos;           // position of each row's next token
+  std::vector<Tensor> past_k, past_v;      // per layer [rows, H, past, D]
+  std::vector<std::vector<int64_t>> all_tokens;  // used when the model has no KV cache
+};
+
+void BaselineGenerator::validate(const std::vector<int>& prompt) const {
+  SY_CHECK(!prompt.empty(), "the prompt is empty");
+  SY_CHECK(static_cast<int64_t>(prompt.size()) <= model_.max_context(),
+           "the prompt has " << prompt.size() << " tokens, over the context limit of " << model_.max_context());
+  const Value& logits = model_.graph().values[static_cast<size_t>(model_.graph().outputs[static_cast<size_t>(model_.logits)].value)];
+  int64_t vocab = logits.shape && !logits.shape->empty() && logits.shape->back().is_static() ? logits.shape->back().value : -1;
+  for (int t : prompt)
+    SY_CHECK(t >= 0 && (vocab < 0 || t < vocab), "prompt token id " << t << " is outside the vocabulary (0.." << vocab - 1 << ")");
+}
+
+Tensor BaselineGenerator::forward(Batch& b, const std::vector<std::vector<int64_t>>& new_tokens) {
+  Executor& ex = model_.executor();
+  const bool kv = model_.has_kv_cache();
+  if (!kv) {
+    // No cache in the export: recompute the whole sequence every step.
+    for (size_t r = 0; r < b.rows; ++r) b.all_tokens[r].insert(b.all_tokens[r].end(), new_tokens[r].begin(), new_tokens[r].end());
+  }
+  const auto& feed = kv ? new_tokens : b.all_tokens;
+  int64_t S = static_cast<int64_t>(feed[0].size());
+  auto R = static_cast<int64_t>(b.rows);
+  std::vector<Tensor> inputs(ex.graph().inputs.size());
+
+  Tensor ids = Tensor::empty(DType::I64, Shape{R, S});
+  Tensor pos = Tensor::empty(DType::I64, Shape{R, S});
+  for (size_t r = 0; r < b.rows; ++r) {
+    for (int64_t j = 0; j < S; ++j) ids.data<int64_t>()[static_cast<int64_t>(r) * S + j] = feed[r][static_cast<size_t>(j)];
+    // Positions count real tokens only (cumsum(mask) - 1); pads get 1, as
+    // the reference exports do.
+    size_t total = b.mask[r].size();
+    int64_t p = kv ? b.next_pos[r] : 0;
+    for (int64_t j = 0; j < S; ++j) {
+      size_t mi = kv ? total - static_cast<size_t>(S - j) : static_cast<size_t>(j);
+      bool real = b.mask[r][mi] != 0;
+      pos.data<int64_t>()[static_cast<int64_t>(r) * S + j] = real ? p++ : 1;
+    }
+    if (kv) b.next_pos[r] = p;
+  }
+  inputs[static_cast<size_t>(model_.input_ids)] = ids;
+  if (model_.position_ids >= 0) inputs[static_cast<size_t>(model_.position_ids)] = pos;
+  if (model_.attention_mask >= 0) {
+    auto T = static_cast<int64_t>(b.mask[0].size());
+    Tensor mask = Tensor::empty(DType::I64, Shape{R, T});
+    for (size_t r = 0; r < b.rows; ++r) std::copy(b.mask[r].begin(), b.mask[r].end(), mask.data<int64_t>() + static_cast<int64_t>(r) * T);
+    inputs[static_cast<size_t>(model_.attention_mask)] = mask;
+  }
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    inputs[static_cast<size_t>(model_.past_key_inputs()[static_cast<size_t>(l)])] = b.past_k[static_cast<size_t>(l)];
+    inputs[static_cast<size_t>(model_.past_value_inputs()[static_cast<size_t>(l)])] = b.past_v[static_cast<size_t>(l)];
+  }
+  std::vector<Tensor> out = ex.run(inputs);
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    // present becomes next step's past without a copy.
+    b.past_k[static_cast<size_t>(l)] = out[static_cast<size_t>(model_.present_key_outputs()[static_cast<size_t>(l)])];
+    b.past_v[static_cast<size_t>(l)] = out[static_cast<size_t>(model_.present_value_outputs()[static_cast<size_t>(l)])];
+  }
+  Tensor logits = out[static_cast<size_t>(model_.logits)];
+  SY_CHECK(logits.dtype() == DType::F32 && logits.rank() == 3 && logits.dim(0) == R && logits.dim(1) == S,
+           "logits have shape " << logits.shape().str() << ", expected [" << R << ", " << S << ", vocab] float32");
+  return logits;
+}
+
+std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<GenerationRequest>& batch,
+                                                          const TokenCallback& on_token) {
+  SY_CHECK(!batch.empty(), "no requests to generate");
+  auto t0 = Clock::now();
+  Batch b;
+  b.rows = batch.size();
+  size_t longest = 0;
+  for (const auto& req : batch) {
+    validate(req.prompt);
+    SY_CHECK(req.max_tokens >= 0, "max_tokens must be >= 0, got " << req.max_tokens);
+    longest = std::max(longest, req.prompt.size());
+  }
+  std::vector<std::vector<int64_t>> first(b.rows);
+  b.mask.resize(b.rows);
+  b.next_pos.assign(b.rows, 0);
+  b.all_tokens.resize(b.rows);
+  for (size_t r = 0; r < b.rows; ++r) {
+    size_t pad = longest - batch[r].prompt.size();
+    first[r].assign(pad, pad_id_);
+    first[r].insert(first[r].end(), batch[r].prompt.begin(), batch[r].prompt.end());
+    b.mask[r].assign(pad, 0);
+    b.mask[r].insert(b.mask[r].end(), batch[r].prompt.size(), 1);
+  }
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    Shape s{static_cast<int64_t>(b.rows), model_.kv_heads(), 0, model_.head_dim()};
+    b.past_k.push_back(Tensor::empty(model_.kv_dtype(), s));
+    b.past_v.push_back(Tensor::empty(model_.kv_dtype(), s));
+  }
+  std::vector<Sampler> samplers;
+  std::vector<GenerationResult> results(b.rows);
+  std::vector<bool> done(b.rows, false);
+  for (size_t r = 0; r < b.rows; ++r) {
+    samplers.emplace_back(batch[r].sampling);
+    if (batch[r].max_tokens == 0) {
+      done[r] = true;
+      results[r].finish_reason = "length";
+    }
+  }
+  auto remaining = [&] { return std::count(done.begin(), done.end(), false); };
+  if (remaining() == 0) return results;
+
+  std::vector<std::vector<int64_t>> step_tokens = first;
+  auto context_len = static_cast<int64_t>(longest);
+  while (remaining() > 0) {
+    Tensor logits = forward(b, step_tokens);
+    int64_t S = logits.dim(1), V = logits.dim(2);
+    double now = ms_since(t0);
+    for (size_t r = 0; r < b.rows; ++r) {
+      step_tokens[r].assign(1, pad_id_);
+      if (done[r]) continue;
+      const float* row = logits.data<float>() + (static_cast<int64_t>(r) * S + S - 1) * V;
+      int tok = samplers[r].sample(row, static_cast<int>(V));
+      GenerationResult& res = results[r];
+      if (res.tokens.empty()) res.ttft_ms = now;
+      res.tokens.push_back(tok);
+      res.e2e_ms = now;
+      if (on_token) on_token(r, tok);
+      step_tokens[r][0] = tok;
+      if (batch[r].stop_at_eos && tok == batch[r].eos_id) {
+        done[r] = true;
+        res.finish_reason = "stop";
+      } else if (static_cast<int>(res.tokens.size()) >= batch[r].max_tokens) {
+        done[r] = true;
+        res.finish_reason = "length";
+      } else if (static_cast<int64_t>(batch[r].prompt.size() + res.tokens.size()) >= model_.max_context()) {
+        done[r] = true;
+        res.finish_reason = "context";
+      }
+    }
+    if (remaining() == 0) break;
+    ++context_len;
+    for (size_t r = 0; r < b.rows; ++r) b.mask[r].push_back(1);
+  }
+  return results;
+}
+
+std::vector<float> BaselineGenerator::last_logits(const std::vector<int>& prompt) {
+  validate(prompt);
+  Batch b;
+  b.rows = 1;
+  b.mask.assign(1, std::vector<int64_t>(prompt.size(), 1));
+  b.next_pos.assign(1, 0);
+  b.all_tokens.resize(1);
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    Shape s{1, model_.kv_heads(), 0, model_.head_dim()};
+    b.past_k.push_back(Tensor::empty(model_.kv_dtype(), s));
+    b.past_v.push_back(Tensor::empty(model_.kv_dtype(), s));
+  }
+  Tensor logits = forward(b, {std::vector<int64_t>(prompt.begin(), prompt.end())});
+  int64_t S = logits.dim(1), V = logits.dim(2);
+  const float* row = logits.data<float>() + (S - 1) * V;
+  return std::vector<float>(row, row + V);
+}
+
+}  // namespace sy

@@ -1,0 +1,65 @@
+// The kernel contract inside the core. Built-in kernels implement it directly;
+// plugin kernels (C ABI) are wrapped into it by the plugin host, so the
+// executor sees one kind of kernel and one registry.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/tensor.h"
+#include "base/thread_pool.h"
+#include "graph/graph.h"
+
+namespace sy {
+
+enum class Device { CPU = 0, CUDA = 1 };
+const char* device_name(Device d);
+
+// What compute() gets for one node execution. Missing optional inputs are
+// null. Outputs are filled by the kernel (allocate() or a view of an input).
+struct KernelContext {
+  const Tensor* const* inputs = nullptr;
+  int num_inputs = 0;
+  Tensor* outputs = nullptr;
+  int num_outputs = 0;
+  BufferPool* pool = nullptr;
+  ThreadPool* threads = nullptr;
+
+  const Tensor& input(int i) const;
+  bool has_input(int i) const { return i < num_inputs && inputs[i] && inputs[i]->defined(); }
+  Tensor& allocate_output(int i, DType dtype, const Shape& shape);
+  void set_output(int i, Tensor t);
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Throws sy::Error with a message naming the problem; the executor adds the
+  // node's name and op type.
+  virtual void compute(KernelContext& ctx) = 0;
+};
+
+// Everything a kernel factory may inspect when it is instantiated for a node
+// (attributes, the opset the node was exported under, constant inputs).
+struct KernelCreateInfo {
+  const Graph& graph;
+  const Node& node;
+  int64_t opset;
+  const Tensor* constant_input(int i) const;  // null unless input i is a constant
+};
+
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelCreateInfo&)>;
+
+struct KernelDef {
+  std::string domain;  // "" = ONNX default domain
+  std::string op_type;
+  Device device = Device::CPU;
+  std::vector<DType> dtypes;  // accepted types of input `type_input`; empty = any
+  int type_input = 0;
+  int priority = 0;  // higher wins; built-ins use 0
+  std::string provider = "builtin";
+  KernelFactory create;
+};
+
+}  // namespace sy

@@ -1,0 +1,83 @@
+#include "kernels/registry.h"
+
+#include <algorithm>
+
+namespace sy {
+
+const char* device_name(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
+
+const Tensor& KernelContext::input(int i) const {
+  SY_CHECK(has_input(i), "required input " << i << " is missing");
+  return *inputs[i];
+}
+
+Tensor& KernelContext::allocate_output(int i, DType dtype, const Shape& shape) {
+  outputs[i] = pool->allocate(dtype, shape);
+  return outputs[i];
+}
+
+void KernelContext::set_output(int i, Tensor t) { outputs[i] = std::move(t); }
+
+const Tensor* KernelCreateInfo::constant_input(int i) const {
+  if (i >= static_cast<int>(node.inputs.size()) || node.inputs[static_cast<size_t>(i)] == kNoValue) return nullptr;
+  const Value& v = graph.values[static_cast<size_t>(node.inputs[static_cast<size_t>(i)])];
+  return v.constant ? &*v.constant : nullptr;
+}
+
+void KernelRegistry::add(KernelDef def) {
+  SY_CHECK(def.create, "kernel " << def.op_type << " from '" << def.provider << "' has no factory");
+  auto& list = defs_[{def.domain == "ai.onnx" ? "" : def.domain, def.op_type}];
+  list.push_back(std::move(def));
+  // Stable: among equal priorities the first registered wins.
+  std::stable_sort(list.begin(), list.end(), [](const KernelDef& a, const KernelDef& b) { return a.priority > b.priority; });
+}
+
+const KernelDef* KernelRegistry::find(const std::string& domain, const std::string& op_type, Device device,
+                                      DType dtype, const std::set<std::string>& forbidden,
+                                      const std::string& pinned) const {
+  auto it = defs_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  if (it == defs_.end()) return nullptr;
+  for (const KernelDef& d : it->second) {
+    if (d.device != device) continue;
+    if (forbidden.count(d.provider)) continue;
+    if (!pinned.empty() && d.provider != pinned) continue;
+    if (dtype != DType::Undefined && !d.dtypes.empty() &&
+        std::find(d.dtypes.begin(), d.dtypes.end(), dtype) == d.dtypes.end())
+      continue;
+    return &d;
+  }
+  return nullptr;
+}
+
+bool KernelRegistry::knows_op(const std::string& domain, const std::string& op_type) const {
+  return defs_.count({domain == "ai.onnx" ? "" : domain, op_type}) > 0;
+}
+
+std::vector<const KernelDef*> KernelRegistry::all() const {
+  std::vector<const KernelDef*> out;
+  for (const auto& [key, list] : defs_)
+    for (const KernelDef& d : list) out.push_back(&d);
+  return out;
+}
+
+void KernelRegistry::remove_provider(const std::string& provider) {
+  for (auto it = defs_.begin(); it != defs_.end();) {
+    auto& list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const KernelDef& d) { return d.provider == provider; }),
+               list.end());
+    it = list.empty() ? defs_.erase(it) : std::next(it);
+  }
+}
+
+KernelRegistry KernelRegistry::with_builtins() {
+  KernelRegistry r;
+  register_elementwise_kernels(r);
+  register_matmul_kernels(r);
+  register_shape_kernels(r);
+  register_tensor_kernels(r);
+  register_reduce_kernels(r);
+  register_norm_kernels(r);
+  return r;
+}
+
+}  // namespace sy

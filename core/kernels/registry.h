@@ -1,0 +1,44 @@
+// Kernels keyed by (domain, op type, device, dtype), chosen by priority.
+// Built-in kernels and plugin kernels register here alike.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace sy {
+
+class KernelRegistry {
+ public:
+  void add(KernelDef def);
+
+  // Best kernel for the node on `device` whose dtype constraint accepts
+  // `dtype` (Undefined = type unknown until run time: any candidate fits).
+  // Providers in `forbidden` are skipped; when `pinned` is non-empty only
+  // that provider is eligible. Null if nothing fits.
+  const KernelDef* find(const std::string& domain, const std::string& op_type, Device device, DType dtype,
+                        const std::set<std::string>& forbidden = {}, const std::string& pinned = {}) const;
+  bool knows_op(const std::string& domain, const std::string& op_type) const;
+  std::vector<const KernelDef*> all() const;
+  void remove_provider(const std::string& provider);
+
+  // The registry with every built-in CPU kernel.
+  static KernelRegistry with_builtins();
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<KernelDef>> defs_;
+};
+
+// Each built-in kernel file contributes one of these (explicit calls, not
+// static initialisers: registration that silently does not run is a bug
+// class we refuse to have).
+void register_elementwise_kernels(KernelRegistry& r);
+void register_matmul_kernels(KernelRegistry& r);
+void register_shape_kernels(KernelRegistry& r);
+void register_tensor_kernels(KernelRegistry& r);
+void register_reduce_kernels(KernelRegistry& r);
+void register_norm_kernels(KernelRegistry& r);
+
+}  // namespace sy

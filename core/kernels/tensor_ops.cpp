@@ -1,0 +1,503 @@
+// Data movement ops: Concat, Slice, Split, Transpose, Gather, Tile, Cast,
+// Trilu, CumSum. All are type-agnostic byte movers except Cast and CumSum.
+#include <cmath>
+#include <numeric>
+
+#include "kernels/kernel_util.h"
+#include "kernels/registry.h"
+
+namespace sy {
+namespace {
+
+class ConcatKernel : public Kernel {
+ public:
+  explicit ConcatKernel(const Node& n) : axis_(n.attr_int("axis", 0)) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& first = ctx.input(0);
+    int rank = first.rank();
+    int ax = normalize_axis(axis_, rank, "Concat");
+    Shape out = first.shape();
+    out[ax] = 0;
+    for (int i = 0; i < ctx.num_inputs; ++i) {
+      const Tensor& t = ctx.input(i);
+      SY_CHECK(t.dtype() == first.dtype(), "Concat: input " << i << " is " << dtype_name(t.dtype()) << ", input 0 is "
+                                                            << dtype_name(first.dtype()));
+      SY_CHECK(t.rank() == rank, "Concat: input " << i << " has rank " << t.rank() << ", expected " << rank);
+      for (int d = 0; d < rank; ++d)
+        SY_CHECK(d == ax || t.dim(d) == first.dim(d),
+                 "Concat: input " << i << " shape " << t.shape().str() << " differs from " << first.shape().str()
+                                  << " outside axis " << ax);
+      out[ax] += t.dim(ax);
+    }
+    Tensor& y = ctx.allocate_output(0, first.dtype(), out);
+    size_t es = dtype_size(first.dtype());
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < ax; ++d) outer *= out[d];
+    for (int d = ax + 1; d < rank; ++d) inner *= out[d];
+    auto* dst = static_cast<std::byte*>(y.raw());
+    size_t row = static_cast<size_t>(out[ax] * inner) * es;
+    size_t col = 0;
+    for (int i = 0; i < ctx.num_inputs; ++i) {
+      const Tensor& t = ctx.input(i);
+      size_t chunk = static_cast<size_t>(t.dim(ax) * inner) * es;
+      if (chunk == 0) continue;
+      auto* src = static_cast<const std::byte*>(t.raw());
+      for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + static_cast<size_t>(o) * row + col, src + static_cast<size_t>(o) * chunk, chunk);
+      col += chunk;
+    }
+  }
+
+ private:
+  int64_t axis_;
+};
+
+// Copies a strided region: out[i...] = in[start + i*step] over all dims.
+void strided_copy(const Tensor& x, Tensor& y, const Shape& start, const Shape& step) {
+  size_t es = dtype_size(x.dtype());
+  auto in_st = contiguous_strides(x.shape());
+  int rank = y.rank();
+  int64_t n = y.numel();
+  if (n == 0) return;
+  auto* src = static_cast<const std::byte*>(x.raw());
+  auto* dst = static_cast<std::byte*>(y.raw());
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) base += start[d] * in_st[static_cast<size_t>(d)];
+  if (rank == 0) {
+    std::memcpy(dst, src + static_cast<size_t>(base) * es, es);
+    return;
+  }
+  int last = rank - 1;
+  int64_t inner = y.dim(last), inner_step = step[last] * in_st[static_cast<size_t>(last)];
+  std::array<int64_t, Shape::kMaxRank> idx{};
+  int64_t off = base;
+  for (int64_t o = 0; o < n; o += inner) {
+    if (inner_step == 1) {
+      std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, static_cast<size_t>(inner) * es);
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(dst + static_cast<size_t>(o + i) * es, src + static_cast<size_t>(off + i * inner_step) * es, es);
+    }
+    for (int d = last - 1; d >= 0; --d) {
+      size_t du = static_cast<size_t>(d);
+      ++idx[du];
+      off += step[d] * in_st[du];
+      if (idx[du] < y.dim(d)) break;
+      off -= step[d] * in_st[du] * y.dim(d);
+      idx[du] = 0;
+    }
+  }
+}
+
+class SliceKernel : public Kernel {
+ public:
+  explicit SliceKernel(const Node& n, int64_t opset) {
+    if (opset < 10) {
+      attr_starts_ = n.attr_ints("starts");
+      attr_ends_ = n.attr_ints("ends");
+      attr_axes_ = n.attr_ints("axes");
+    }
+  }
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (attr_starts_) {
+      starts = *attr_starts_;
+      ends = attr_ends_.value_or(std::vector<int64_t>{});
+      axes = attr_axes_.value_or(std::vector<int64_t>{});
+    } else {
+      starts = ctx.input(1).to_int64_vector();
+      ends = ctx.input(2).to_int64_vector();
+      if (auto a = optional_ints(ctx, 3)) axes = *a;
+      if (auto s = optional_ints(ctx, 4)) steps = *s;
+    }
+    SY_CHECK(starts.size() == ends.size(), "Slice: starts and ends differ in length");
+    if (axes.empty()) {
+      axes.resize(starts.size());
+      std::iota(axes.begin(), axes.end(), 0);
+    }
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    SY_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), "Slice: starts/ends/axes/steps lengths differ");
+    int rank = x.rank();
+    Shape start, step, out = x.shape();
+    start.resize(rank);
+    step.resize(rank);
+    for (int d = 0; d < rank; ++d) start[d] = 0, step[d] = 1;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int ax = normalize_axis(axes[i], rank, "Slice");
+      int64_t dim = x.dim(ax), st = steps[i];
+      SY_CHECK(st != 0, "Slice: step is zero");
+      int64_t b = starts[i], e = ends[i];
+      if (b < 0) b += dim;
+      if (e < 0) e += dim;
+      if (st > 0) {
+        b = std::clamp<int64_t>(b, 0, dim);
+        e = std::clamp<int64_t>(e, 0, dim);
+        out[ax] = e > b ? (e - b + st - 1) / st : 0;
+      } else {
+        b = std::clamp<int64_t>(b, 0, dim - 1);
+        e = std::clamp<int64_t>(e, -1, dim - 1);
+        out[ax] = b > e ? (b - e + (-st) - 1) / (-st) : 0;
+      }
+      start[ax] = b;
+      step[ax] = st;
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    strided_copy(x, y, start, step);
+  }
+
+ private:
+  std::optional<std::vector<int64_t>> attr_starts_, attr_ends_, attr_axes_;
+};
+
+class SplitKernel : public Kernel {
+ public:
+  SplitKernel(const Node& n, int64_t opset) : axis_(n.attr_int("axis", 0)), num_outputs_attr_(n.attr_int("num_outputs", 0)) {
+    if (opset < 13) attr_split_ = n.attr_ints("split");
+  }
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    int ax = normalize_axis(axis_, x.rank(), "Split");
+    int64_t dim = x.dim(ax);
+    std::vector<int64_t> split;
+    if (auto s = optional_ints(ctx, 1)) split = *s;
+    else if (attr_split_) split = *attr_split_;
+    if (split.empty()) {
+      int64_t n = num_outputs_attr_ > 0 ? num_outputs_attr_ : ctx.num_outputs;
+      int64_t chunk = (dim + n - 1) / n;
+      for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+    }
+    SY_CHECK(static_cast<int>(split.size()) == ctx.num_outputs,
+             "Split: " << split.size() << " parts for " << ctx.num_outputs << " outputs");
+    SY_CHECK(std::accumulate(split.begin(), split.end(), int64_t{0}) == dim,
+             "Split: parts do not add up to dimension " << dim);
+    Shape start, step;
+    start.resize(x.rank());
+    step.resize(x.rank());
+    for (int d = 0; d < x.rank(); ++d) start[d] = 0, step[d] = 1;
+    for (int i = 0; i < ctx.num_outputs; ++i) {
+      Shape s = x.shape();
+      s[ax] = split[static_cast<size_t>(i)];
+      Tensor& y = ctx.allocate_output(i, x.dtype(), s);
+      strided_copy(x, y, start, step);
+      start[ax] += s[ax];
+    }
+  }
+
+ private:
+  int64_t axis_, num_outputs_attr_;
+  std::optional<std::vector<int64_t>> attr_split_;
+};
+
+class TransposeKernel : public Kernel {
+ public:
+  explicit TransposeKernel(const Node& n) : perm_(n.attr_ints("perm")) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    int rank = x.rank();
+    std::vector<int64_t> perm = perm_.value_or(std::vector<int64_t>{});
+    if (perm.empty())
+      for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+    SY_CHECK(static_cast<int>(perm.size()) == rank, "Transpose: perm has " << perm.size() << " entries for rank " << rank);
+    std::vector<bool> seen(static_cast<size_t>(rank), false);
+    Shape out;
+    auto in_st = contiguous_strides(x.shape());
+    std::array<int64_t, Shape::kMaxRank> st{};
+    for (int i = 0; i < rank; ++i) {
+      int p = normalize_axis(perm[static_cast<size_t>(i)], rank, "Transpose");
+      SY_CHECK(!seen[static_cast<size_t>(p)], "Transpose: perm repeats axis " << p);
+      seen[static_cast<size_t>(p)] = true;
+      out.push_back(x.dim(p));
+      st[static_cast<size_t>(i)] = in_st[static_cast<size_t>(p)];
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    int64_t n = y.numel();
+    if (n == 0) return;
+    size_t es = dtype_size(x.dtype());
+    auto* src = static_cast<const std::byte*>(x.raw());
+    auto* dst = static_cast<std::byte*>(y.raw());
+    std::array<int64_t, Shape::kMaxRank> idx{};
+    int64_t off = 0;
+    int last = rank - 1;
+    int64_t inner = rank ? out[last] : 1, inner_st = rank ? st[static_cast<size_t>(last)] : 0;
+    for (int64_t o = 0; o < n; o += inner) {
+      if (inner_st == 1) {
+        std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, static_cast<size_t>(inner) * es);
+      } else if (es == 4) {
+        auto* d4 = reinterpret_cast<uint32_t*>(dst) + o;
+        auto* s4 = reinterpret_cast<const uint32_t*>(src) + off;
+        for (int64_t i = 0; i < inner; ++i) d4[i] = s4[i * inner_st];
+      } else {
+        for (int64_t i = 0; i < inner; ++i)
+          std::memcpy(dst + static_cast<size_t>(o + i) * es, src + static_cast<size_t>(off + i * inner_st) * es, es);
+      }
+      for (int d = last - 1; d >= 0; --d) {
+        size_t du = static_cast<size_t>(d);
+        ++idx[du];
+        off += st[du];
+        if (idx[du] < out[d]) break;
+        off -= st[du] * out[d];
+        idx[du] = 0;
+      }
+    }
+  }
+
+ private:
+  std::optional<std::vector<int64_t>> perm_;
+};
+
+class GatherKernel : public Kernel {
+ public:
+  explicit GatherKernel(const Node& n) : axis_(n.attr_int("axis", 0)) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& idx = ctx.input(1);
+    int ax = normalize_axis(axis_, x.rank(), "Gather");
+    std::vector<int64_t> ids = idx.to_int64_vector();
+    Shape out;
+    for (int d = 0; d < ax; ++d) out.push_back(x.dim(d));
+    for (int64_t d : idx.shape()) out.push_back(d);
+    for (int d = ax + 1; d < x.rank(); ++d) out.push_back(x.dim(d));
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    int64_t outer = 1, inner = 1, dim = x.dim(ax);
+    for (int d = 0; d < ax; ++d) outer *= x.dim(d);
+    for (int d = ax + 1; d < x.rank(); ++d) inner *= x.dim(d);
+    size_t es = dtype_size(x.dtype());
+    size_t chunk = static_cast<size_t>(inner) * es;
+    auto* src = static_cast<const std::byte*>(x.raw());
+    auto* dst = static_cast<std::byte*>(y.raw());
+    for (int64_t& i : ids) {
+      SY_CHECK(i >= -dim && i < dim, "Gather: index " << i << " is out of range for dimension of size " << dim);
+      if (i < 0) i += dim;
+    }
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t j = 0; j < ids.size(); ++j)
+        std::memcpy(dst + (static_cast<size_t>(o) * ids.size() + j) * chunk,
+                    src + static_cast<size_t>(o * dim + ids[j]) * chunk, chunk);
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class TileKernel : public Kernel {
+ public:
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    std::vector<int64_t> reps = ctx.input(1).to_int64_vector();
+    SY_CHECK(static_cast<int>(reps.size()) == x.rank(), "Tile: repeats has " << reps.size() << " entries for rank " << x.rank());
+    Shape out = x.shape();
+    bool identity = true;
+    for (int d = 0; d < x.rank(); ++d) {
+      SY_CHECK(reps[static_cast<size_t>(d)] >= 0, "Tile: negative repeat");
+      out[d] *= reps[static_cast<size_t>(d)];
+      identity = identity && reps[static_cast<size_t>(d)] == 1;
+    }
+    if (identity) {
+      ctx.set_output(0, x);
+      return;
+    }
+    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
+    int64_t n = y.numel();
+    size_t es = dtype_size(x.dtype());
+    auto in_st = contiguous_strides(x.shape());
+    auto* src = static_cast<const std::byte*>(x.raw());
+    auto* dst = static_cast<std::byte*>(y.raw());
+    std::array<int64_t, Shape::kMaxRank> idx{};
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t off = 0;
+      for (int d = 0; d < x.rank(); ++d) off += (idx[static_cast<size_t>(d)] % x.dim(d)) * in_st[static_cast<size_t>(d)];
+      std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, es);
+      for (int d = x.rank() - 1; d >= 0; --d) {
+        if (++idx[static_cast<size_t>(d)] < out[d]) break;
+        idx[static_cast<size_t>(d)] = 0;
+      }
+    }
+  }
+};
+
+// float16 <-> float32 conversions for Cast (IEEE half, round to nearest even).
+float half_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) bits = sign;
+    else {
+      int e = -1;
+      do { ++e; mant <<= 1; } while (!(mant & 0x400));
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) bits = sign | 0x7f800000u | mant << 13;
+  else bits = sign | (exp + 112) << 23 | mant << 13;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = sign | static_cast<uint32_t>(exp) << 10 | mant >> 13;
+  uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(h);
+}
+
+class CastKernel : public Kernel {
+ public:
+  explicit CastKernel(const Node& n) : to_(static_cast<DType>(n.attr_int("to", 0))) {
+    SY_CHECK(dtype_size(to_) > 0, n.display_name() << ": cannot cast to " << dtype_name(to_));
+  }
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    if (x.dtype() == to_) {
+      ctx.set_output(0, x);
+      return;
+    }
+    Tensor& y = ctx.allocate_output(0, to_, x.shape());
+    int64_t n = x.numel();
+    if (x.dtype() == DType::F16 || to_ == DType::F16) {
+      // Through float32.
+      Tensor mid = x.dtype() == DType::F16 ? Tensor::empty(DType::F32, x.shape()) : x;
+      if (x.dtype() == DType::F16)
+        for (int64_t i = 0; i < n; ++i) mid.data<float>()[i] = half_to_float(x.data<uint16_t>()[i]);
+      if (to_ == DType::F16) {
+        SY_CHECK(mid.dtype() == DType::F32 || mid.dtype() == DType::F64 || mid.dtype() == DType::I64 || mid.dtype() == DType::I32,
+                 "Cast to float16 from " << dtype_name(mid.dtype()) << " is not supported");
+        dispatch_type(mid.dtype(), "Cast", [&](auto tag) {
+          using S = typename decltype(tag)::type;
+          for (int64_t i = 0; i < n; ++i) y.data<uint16_t>()[i] = float_to_half(static_cast<float>(mid.data<S>()[i]));
+        });
+      } else {
+        convert(mid, y, n);
+      }
+      return;
+    }
+    convert(x, y, n);
+  }
+
+ private:
+  static void convert(const Tensor& x, Tensor& y, int64_t n) {
+    dispatch_type(x.dtype(), "Cast source", [&](auto stag) {
+      using S = typename decltype(stag)::type;
+      dispatch_type(y.dtype(), "Cast target", [&](auto dtag) {
+        using D = typename decltype(dtag)::type;
+        const S* s = x.data<S>();
+        D* d = y.data<D>();
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_same_v<D, bool>) d[i] = s[i] != S(0);
+          else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>)
+            d[i] = std::isfinite(s[i]) ? static_cast<D>(s[i]) : D(0);  // NaN/inf: undefined in C++, 0 here
+          else d[i] = static_cast<D>(s[i]);
+        }
+      });
+    });
+  }
+  DType to_;
+};
+
+class TriluKernel : public Kernel {
+ public:
+  explicit TriluKernel(const Node& n) : upper_(n.attr_int("upper", 1) != 0) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    SY_CHECK(x.rank() >= 2, "Trilu: input rank must be >= 2");
+    int64_t k = 0;
+    if (ctx.has_input(1)) k = ctx.input(1).to_int64_vector().at(0);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    int64_t R = x.dim(x.rank() - 2), C = x.dim(x.rank() - 1), mats = R * C == 0 ? 0 : x.numel() / (R * C);
+    size_t es = dtype_size(x.dtype());
+    auto* src = static_cast<const std::byte*>(x.raw());
+    auto* dst = static_cast<std::byte*>(y.raw());
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+          size_t o = static_cast<size_t>((m * R + i) * C + j) * es;
+          bool keep = upper_ ? (j - i >= k) : (j - i <= k);
+          if (keep) std::memcpy(dst + o, src + o, es);
+          else std::memset(dst + o, 0, es);
+        }
+  }
+
+ private:
+  bool upper_;
+};
+
+class CumSumKernel : public Kernel {
+ public:
+  explicit CumSumKernel(const Node& n) : exclusive_(n.attr_int("exclusive", 0) != 0), reverse_(n.attr_int("reverse", 0) != 0) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    int ax = normalize_axis(ctx.input(1).to_int64_vector().at(0), x.rank(), "CumSum");
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    int64_t dim = x.dim(ax), outer = 1, inner = 1;
+    for (int d = 0; d < ax; ++d) outer *= x.dim(d);
+    for (int d = ax + 1; d < x.rank(); ++d) inner *= x.dim(d);
+    dispatch_type(x.dtype(), "CumSum", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, bool>) {
+        SY_THROW("CumSum on bool is not defined");
+      } else {
+        const T* s = x.data<T>();
+        T* d = y.data<T>();
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            T acc = 0;
+            for (int64_t step = 0; step < dim; ++step) {
+              int64_t j = reverse_ ? dim - 1 - step : step;
+              size_t at = static_cast<size_t>((o * dim + j) * inner + i);
+              if (exclusive_) {
+                d[at] = acc;
+                acc = static_cast<T>(acc + s[at]);
+              } else {
+                acc = static_cast<T>(acc + s[at]);
+                d[at] = acc;
+              }
+            }
+          }
+      }
+    });
+  }
+
+ private:
+  bool exclusive_, reverse_;
+};
+
+template <typename K>
+void add(KernelRegistry& r, const std::string& op) {
+  KernelDef d;
+  d.op_type = op;
+  d.create = [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
+    if constexpr (std::is_constructible_v<K, const Node&, int64_t>) return std::make_unique<K>(ci.node, ci.opset);
+    else if constexpr (std::is_constructible_v<K, const Node&>) return std::make_unique<K>(ci.node);
+    else return std::make_unique<K>();
+  };
+  r.add(std::move(d));
+}
+
+}  // namespace
+
+void register_tensor_kernels(KernelRegistry& r) {
+  add<ConcatKernel>(r, "Concat");
+  add<SliceKernel>(r, "Slice");
+  add<SplitKernel>(r, "Split");
+  add<TransposeKernel>(r, "Transpose");
+  add<GatherKernel>(r, "Gather");
+  add<TileKernel>(r, "Tile");
+  add<CastKernel>(r, "Cast");
+  add<TriluKernel>(r, "Trilu");
+  add<CumSumKernel>(r, "CumSum");
+}
+
+}  // namespace sy

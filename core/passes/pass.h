@@ -1,0 +1,38 @@
+// Graph passes. The built-in simplifications below and plugin passes (through
+// the C ABI) implement the same interface and run in one pipeline.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "kernels/registry.h"
+
+namespace sy {
+
+struct PassContext {
+  const KernelRegistry& registry;
+  ThreadPool* threads = nullptr;
+  std::function<void(const std::string&)> log;  // may be empty
+};
+
+class GraphPass {
+ public:
+  virtual ~GraphPass() = default;
+  virtual std::string name() const = 0;
+  // Returns true when the graph changed.
+  virtual bool run(Graph& g, PassContext& ctx) = 0;
+};
+
+std::unique_ptr<GraphPass> make_constant_folding_pass();
+std::unique_ptr<GraphPass> make_shape_folding_pass();    // Shape/Gather(Shape) of static dims
+std::unique_ptr<GraphPass> make_cse_pass();              // duplicate constants and nodes
+std::unique_ptr<GraphPass> make_identity_elimination_pass();
+std::unique_ptr<GraphPass> make_dead_node_elimination_pass();
+
+// The load-time simplification: the passes above to a fixed point, then
+// compaction. Returns the number of live nodes removed.
+size_t simplify_graph(Graph& g, PassContext& ctx);
+
+}  // namespace sy

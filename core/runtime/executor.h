@@ -1,0 +1,67 @@
+// Plans a graph once (topological order, one kernel instance per node,
+// the step after which each value is dead) and runs it many times. Shapes
+// are resolved at run time from the actual inputs.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "kernels/registry.h"
+
+namespace sy {
+
+struct ExecutorOptions {
+  Device device = Device::CPU;
+  std::set<std::string> forbidden_providers;
+  std::map<std::string, std::string> pinned_providers;  // op type -> provider
+};
+
+struct NodePlacement {
+  std::string node;
+  std::string op;       // "Domain::Op" or "Op"
+  std::string provider;
+};
+
+class Executor {
+ public:
+  // Throws listing every node for which no kernel fits, all at once.
+  Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& registry, ThreadPool* threads,
+           ExecutorOptions options = {});
+  ~Executor();
+
+  // Inputs in graph-input order; returns outputs in graph-output order.
+  // Thread-safe (runs are serialised).
+  std::vector<Tensor> run(std::span<const Tensor> inputs);
+
+  const Graph& graph() const { return *graph_; }
+  int input_index(const std::string& name) const;   // -1 if absent
+  int output_index(const std::string& name) const;  // -1 if absent
+  const std::vector<NodePlacement>& placements() const { return placements_; }
+  size_t step_count() const { return steps_.size(); }
+
+ private:
+  struct Step {
+    NodeId node;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<const Tensor*> inputs;  // into slots_ (null for omitted inputs)
+    std::vector<ValueId> outputs;
+    std::vector<ValueId> release;       // values dead after this step
+  };
+  void check_input(size_t i, const Tensor& t) const;
+
+  std::shared_ptr<const Graph> graph_;
+  ThreadPool* threads_;
+  std::shared_ptr<BufferPool> pool_;
+  std::vector<Tensor> slots_;
+  std::vector<Step> steps_;
+  std::vector<NodePlacement> placements_;
+  std::vector<Tensor> scratch_outputs_;
+  std::mutex run_mu_;
+};
+
+}  // namespace sy

@@ -1,0 +1,13 @@
+// The `switchyard` subcommands. Each parses its own options and returns the
+// process exit code; errors are printed by main as "switchyard: error: ...".
+#pragma once
+#include <string>
+#include <vector>
+
+namespace sy::cli {
+
+int cmd_generate(const std::vector<std::string>& args);
+int cmd_logits(const std::vector<std::string>& args);
+int cmd_inspect(const std::vector<std::string>& args);
+
+}  // namespace sy::cli

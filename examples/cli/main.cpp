@@ -1,0 +1,42 @@
+// switchyard: the command-line front end of the engine.
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+
+namespace {
+const char* kUsage =
+    "usage: switchyard <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate   generate text from a prompt\n"
+    "  logits     print the last-position logits of a prompt\n"
+    "  inspect    describe a model: inputs, outputs, op counts, parameters\n"
+    "\n"
+    "run 'switchyard <command> --help' for the options of a command\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
+      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}};
+  auto it = commands.find(cmd);
+  if (it == commands.end()) {
+    std::fprintf(stderr, "switchyard: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 2;
+  }
+  try {
+    return it->second(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "switchyard: error: %s\n", e.what());
+    return 1;
+  }
+}
