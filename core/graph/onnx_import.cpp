@@ -35,14 +35,12 @@ void apply_type(Value& v, const onnx::TypeProto& t) {
   if (tt.has_shape()) v.shape = convert_shape(tt.shape());
 }
 
-std::shared_ptr<void> read_external(const Ctx& ctx, const onnx::TensorProto& t, size_t expected, void** data) {
+// The external data file of `t`, which must resolve (symlinks included) to a
+// path inside the model's folder.
+fs::path resolve_external(const Ctx& ctx, const onnx::TensorProto& t) {
   std::string location;
-  int64_t offset = 0, length = -1;
-  for (const auto& kv : t.external_data()) {
+  for (const auto& kv : t.external_data())
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
-  }
   SY_CHECK(!location.empty(), ctx.label << ": initializer '" << t.name() << "' has external data without a location");
   fs::path rel(location);
   SY_CHECK(!rel.is_absolute(), ctx.label << ": initializer '" << t.name() << "': external data path '" << location
@@ -52,6 +50,21 @@ std::shared_ptr<void> read_external(const Ctx& ctx, const onnx::TensorProto& t, 
   auto [b_end, f_it] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   SY_CHECK(b_end == base.end(), ctx.label << ": initializer '" << t.name() << "': external data path '" << location
                                           << "' resolves outside the model's folder " << base.string());
+  return full;
+}
+
+std::shared_ptr<void> read_external(const Ctx& ctx, const onnx::TensorProto& t, size_t expected, void** data) {
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    try {
+      if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      SY_THROW(ctx.label << ": initializer '" << t.name() << "': external data " << kv.key() << " '" << kv.value()
+                         << "' is not a number");
+    }
+  }
+  fs::path full = resolve_external(ctx, t);
   std::ifstream in(full, std::ios::binary);
   SY_CHECK(in, ctx.label << ": initializer '" << t.name() << "': cannot open external data file " << full.string());
   in.seekg(0, std::ios::end);
@@ -182,15 +195,36 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, 
   SY_CHECK(model.ParseFromString(bytes),
            label << ": not a valid ONNX model (protobuf parsing failed: the file is truncated or corrupt)");
   SY_CHECK(model.has_graph(), label << ": the model has no graph");
-  check_known_ops(ctx, model);
-  if (options.run_checker) {
+  // A model newer than the ONNX library this engine was built with cannot be
+  // judged by its schemas (ops and signatures changed since); such a model is
+  // checked by the executor instead, which lists every node it cannot run.
+  int64_t model_opset = 0;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") model_opset = o.version();
+  const int64_t known_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
+  const bool schemas_apply = model_opset <= known_opset;
+  if (schemas_apply) check_known_ops(ctx, model);
+  if (options.run_checker && schemas_apply) {
+    // ONNX 1.12's checker resolves external data against the working
+    // directory: give it the validated absolute paths, then restore them.
+    std::vector<std::pair<onnx::StringStringEntryProto*, std::string>> restore;
+    for (auto& init : *model.mutable_graph()->mutable_initializer()) {
+      if (init.data_location() != onnx::TensorProto::EXTERNAL) continue;
+      fs::path full = resolve_external(ctx, init);
+      for (auto& kv : *init.mutable_external_data())
+        if (kv.key() == "location") {
+          restore.emplace_back(&kv, kv.value());
+          kv.set_value(full.string());
+        }
+    }
     try {
       onnx::checker::check_model(model);
     } catch (const std::exception& e) {
       SY_THROW(label << ": ONNX checker: " << e.what());
     }
+    for (auto& [kv, value] : restore) kv->set_value(value);
   }
-  if (options.infer_shapes) {
+  if (options.infer_shapes && schemas_apply) {
     try {
       onnx::ShapeInferenceOptions so{false, 0, true};
       onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), so);

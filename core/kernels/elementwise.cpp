@@ -212,7 +212,7 @@ void unary_typed(KernelContext& ctx, DType out_type, Op op) {
   else run(0, n);
 }
 
-enum class Unary { Sqrt, Reciprocal, Exp, Log, Cos, Sin, Tanh, Erf, Sigmoid, Relu, Floor, Ceil, Round, Neg, Abs, Not, Softplus, GeluErf, GeluTanh, Sign };
+enum class Unary { Sqrt, Reciprocal, Exp, Log, Cos, Sin, Tanh, Erf, Sigmoid, Relu, Floor, Ceil, Round, Neg, Abs, Not, Softplus, Sign };
 
 class UnaryKernel : public Kernel {
  public:
@@ -263,15 +263,6 @@ class UnaryKernel : public Kernel {
       case Unary::Ceil: unary_typed<T>(ctx, t, [](T v) { return std::ceil(v); }); break;
       case Unary::Round: unary_typed<T>(ctx, t, [](T v) { return std::nearbyint(v); }); break;  // half to even
       case Unary::Softplus: unary_typed<T>(ctx, t, [](T v) { return std::log1p(std::exp(v)); }); break;
-      case Unary::GeluErf:
-        unary_typed<T>(ctx, t, [](T v) { return T(0.5) * v * (T(1) + std::erf(v / std::sqrt(T(2)))); });
-        break;
-      case Unary::GeluTanh:
-        unary_typed<T>(ctx, t, [](T v) {
-          const T k = std::sqrt(T(2) / T(3.14159265358979323846));
-          return T(0.5) * v * (T(1) + std::tanh(k * (v + T(0.044715) * v * v * v)));
-        });
-        break;
       default: SY_THROW("internal: unary op not handled");
     }
   }
@@ -352,11 +343,6 @@ void register_elementwise_kernels(KernelRegistry& r) {
   add(r, "Neg", signed_types, make<UnaryKernel>(Unary::Neg));
   add(r, "Abs", signed_types, make<UnaryKernel>(Unary::Abs));
   add(r, "Sign", signed_types, make<UnaryKernel>(Unary::Sign));
-  add(r, "Gelu", kFloat, [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
-    std::string approx = ci.node.attr_string("approximate", "none");
-    SY_CHECK(approx == "none" || approx == "tanh", ci.node.display_name() << ": unknown approximate='" << approx << "'");
-    return std::make_unique<UnaryKernel>(approx == "tanh" ? Unary::GeluTanh : Unary::GeluErf);
-  });
   KernelDef where;
   where.op_type = "Where";
   where.type_input = 1;

@@ -1,0 +1,43 @@
+// Paths and small helpers shared by the tests.
+#pragma once
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace sy::test {
+
+inline std::string shared_dir() {
+  if (const char* e = std::getenv("SWITCHYARD_SHARED_DIR")) return e;
+  return SWITCHYARD_SHARED_DIR;
+}
+inline std::string model_path(const std::string& file) { return shared_dir() + "/models/" + file; }
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  return nlohmann::json::parse(in);
+}
+
+// A fresh directory under the system temp dir, removed at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("switchyard-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+}  // namespace sy::test
+
+#include <unistd.h>

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Writes one single-op ONNX model per kernel test case, with inputs and the
+outputs ONNX Runtime computes for them, for tests/unit/test_kernels.cpp.
+
+The expected values come from ONNX Runtime (an independent implementation),
+never from this engine. Usage: gen_kernel_cases.py OUT_DIR
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+rng = np.random.default_rng(1234)
+NP2ONNX = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64, np.int32: TensorProto.INT32,
+           np.bool_: TensorProto.BOOL, np.float64: TensorProto.DOUBLE, np.float16: TensorProto.FLOAT16,
+           np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+NAMES = {np.float32: "float32", np.int64: "int64", np.int32: "int32", np.bool_: "bool", np.float64: "float64",
+         np.float16: "float16", np.uint8: "uint8", np.int8: "int8"}
+
+cases = []
+
+
+def f32(*shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def i64(*vals):
+    return np.array(vals, dtype=np.int64)
+
+
+def case(name, op, inputs, attrs=None, n_out=1, opset=17, tol=1e-5, domain=""):
+    """inputs: list of (name, array) or None for an omitted optional input."""
+    in_names = [n if a is not None else "" for n, a in inputs]
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, in_names, outs, domain=domain, **(attrs or {}))
+    graph_inputs = [helper.make_tensor_value_info(n, NP2ONNX[a.dtype.type], list(a.shape))
+                    for n, a in inputs if a is not None]
+    # Output types come from ONNX shape inference over the one-node graph.
+    probe = helper.make_model(helper.make_graph([node], name, graph_inputs, []),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe).graph.value_info}
+    graph_outputs = [inferred[o] for o in outs]
+    g = helper.make_graph([node], name, graph_inputs, graph_outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="gen_kernel_cases")
+    m.ir_version = 8
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {n: a for n, a in inputs if a is not None}
+    results = sess.run(None, feeds)
+    # Declare the outputs' full shapes (data-dependent ones included) so the
+    # saved model passes the ONNX checker.
+    for vi, r in zip(m.graph.output, results):
+        vi.type.tensor_type.ClearField("shape")
+        vi.type.tensor_type.shape.SetInParent()
+        for d in r.shape:
+            vi.type.tensor_type.shape.dim.add().dim_value = d
+    cases.append((name, m, feeds, dict(zip(outs, results)), tol))
+
+
+def dump(arr):
+    arr = np.asarray(arr)
+    name = arr.dtype.name
+    if name == "float16":
+        data = arr.astype(np.float32).ravel().tolist()
+    elif name == "bool":
+        data = arr.astype(np.int64).ravel().tolist()
+    else:
+        data = arr.ravel().tolist()
+    return {"dtype": name, "shape": list(arr.shape), "data": data}
+
+
+# --- elementwise, with broadcasting -------------------------------------------------
+for op in ["Add", "Sub", "Mul", "Div"]:
+    case(f"{op}_same", op, [("a", f32(2, 3, 4)), ("b", f32(2, 3, 4, lo=0.5))])
+    case(f"{op}_bcast_row", op, [("a", f32(2, 3, 4)), ("b", f32(4, lo=0.5))])
+    case(f"{op}_bcast_mid", op, [("a", f32(2, 1, 4)), ("b", f32(3, 1, lo=0.5))])
+    case(f"{op}_scalar", op, [("a", np.array(1.5, dtype=np.float32)), ("b", f32(5, lo=0.5))])
+    case(f"{op}_int64", op, [("a", i64(7, -7, 9, 100)), ("b", i64(2, 2, -4, 3))])
+case("Add_empty", "Add", [("a", f32(0, 3)), ("b", f32(1, 3))])
+case("Add_int32", "Add", [("a", np.array([1, 2, 3], dtype=np.int32)), ("b", np.array([4], dtype=np.int32))])
+case("Max_bcast", "Max", [("a", f32(3, 4)), ("b", f32(4))])
+case("Min_bcast", "Min", [("a", f32(3, 1)), ("b", f32(1, 5))])
+case("Mod_int", "Mod", [("a", i64(7, -7, 7, -7)), ("b", i64(3, 3, -3, -3))])
+case("Mod_fmod", "Mod", [("a", f32(6, lo=-5, hi=5)), ("b", f32(6, lo=1, hi=2))], {"fmod": 1})
+case("Pow_square", "Pow", [("a", f32(2, 5)), ("b", np.array(2.0, dtype=np.float32))])
+case("Pow_general", "Pow", [("a", f32(2, 5, lo=0.1, hi=3)), ("b", f32(5, lo=-1, hi=2))], tol=1e-4)
+case("Pow_int_exponent", "Pow", [("a", f32(4, lo=0.1, hi=3)), ("b", i64(3))], tol=1e-4)
+for op in ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]:
+    a = rng.integers(0, 3, size=(3, 4)).astype(np.int64)
+    case(f"{op}_int", op, [("a", a), ("b", rng.integers(0, 3, size=(4,)).astype(np.int64))])
+    case(f"{op}_float", op, [("a", np.round(f32(2, 3))), ("b", np.round(f32(2, 1)))], opset=17)
+case("Equal_bool", "Equal", [("a", np.array([True, False, True])), ("b", np.array([True, True, False]))], opset=19)
+for op in ["And", "Or", "Xor"]:
+    case(f"{op}_bcast", op, [("a", rng.random((2, 3)) > 0.5), ("b", rng.random((3,)) > 0.5)])
+case("Not", "Not", [("x", rng.random((2, 3)) > 0.5)])
+for op, lo, hi in [("Sqrt", 0.01, 4), ("Reciprocal", 0.5, 3), ("Exp", -3, 3), ("Log", 0.1, 5), ("Cos", -7, 7),
+                   ("Sin", -7, 7), ("Tanh", -4, 4), ("Erf", -3, 3), ("Sigmoid", -8, 8), ("Relu", -2, 2),
+                   ("Floor", -3, 3), ("Ceil", -3, 3), ("Neg", -3, 3), ("Abs", -3, 3), ("Softplus", -4, 4),
+                   ("Sign", -3, 3), ("Round", -3, 3)]:
+    case(op, op, [("x", f32(3, 7, lo=lo, hi=hi))], tol=1e-5)
+case("Round_halves", "Round", [("x", np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], dtype=np.float32))])
+case("Neg_int64", "Neg", [("x", i64(1, -5, 0))])
+case("Abs_int64", "Abs", [("x", i64(1, -5, 0))])
+case("Where_bcast", "Where", [("c", rng.random((2, 1, 4)) > 0.5), ("x", f32(3, 4)), ("y", np.array(-1.0, dtype=np.float32))])
+case("Where_int64", "Where", [("c", np.array([True, False, True])), ("x", i64(1, 2, 3)), ("y", i64(-1, -2, -3))])
+
+# --- matmul -----------------------------------------------------------------------------
+case("MatMul_2d", "MatMul", [("a", f32(5, 7)), ("b", f32(7, 3))], tol=1e-5)
+case("MatMul_weight", "MatMul", [("a", f32(2, 3, 7)), ("b", f32(7, 9))], tol=1e-5)
+case("MatMul_batch_bcast", "MatMul", [("a", f32(2, 1, 3, 4)), ("b", f32(1, 5, 4, 6))], tol=1e-5)
+case("MatMul_vec_left", "MatMul", [("a", f32(4)), ("b", f32(2, 4, 3))], tol=1e-5)
+case("MatMul_vec_right", "MatMul", [("a", f32(2, 3, 4)), ("b", f32(4))], tol=1e-5)
+case("MatMul_gemv", "MatMul", [("a", f32(1, 1, 64)), ("b", f32(64, 130))], tol=1e-4)
+case("MatMul_large", "MatMul", [("a", f32(33, 256)), ("b", f32(256, 300))], tol=1e-4)
+case("MatMul_emptyK", "MatMul", [("a", f32(3, 0)), ("b", f32(0, 4))])
+case("Gemm_plain", "Gemm", [("a", f32(3, 5)), ("b", f32(5, 4)), ("c", f32(4))], tol=1e-5)
+case("Gemm_trans_alpha_beta", "Gemm", [("a", f32(5, 3)), ("b", f32(4, 5)), ("c", f32(3, 1))],
+     {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}, tol=1e-5)
+case("Gemm_no_c", "Gemm", [("a", f32(2, 3)), ("b", f32(3, 2))], tol=1e-5, opset=13)
+
+# --- shapes ----------------------------------------------------------------------------
+case("Shape", "Shape", [("x", f32(2, 3, 4))])
+case("Shape_slice", "Shape", [("x", f32(2, 3, 4))], {"start": 1, "end": -1}, opset=15)
+case("Size", "Size", [("x", f32(2, 3, 4))])
+case("Reshape_infer", "Reshape", [("x", f32(2, 3, 4)), ("s", i64(0, -1))])
+case("Reshape_zero_dim", "Reshape", [("x", f32(2, 0, 4)), ("s", i64(2, 0, 4))], {"allowzero": 1}, opset=14)
+case("Squeeze_axes_input", "Squeeze", [("x", f32(1, 3, 1, 2)), ("a", i64(-2))], opset=13)
+case("Squeeze_all", "Squeeze", [("x", f32(1, 3, 1, 2))], opset=13)
+case("Squeeze_attr_opset11", "Squeeze", [("x", f32(1, 3, 1, 2))], {"axes": [0]}, opset=11)
+case("Unsqueeze_neg", "Unsqueeze", [("x", f32(3, 2)), ("a", i64(-1, 0))], opset=13)
+case("Unsqueeze_attr_opset11", "Unsqueeze", [("x", f32(3, 2))], {"axes": [1]}, opset=11)
+case("Flatten", "Flatten", [("x", f32(2, 3, 4))], {"axis": 2})
+case("Identity", "Identity", [("x", f32(2, 2))])
+case("Expand", "Expand", [("x", f32(3, 1)), ("s", i64(2, 1, 4))])
+case("Expand_int", "Expand", [("x", i64(1, 2)), ("s", i64(3, 1))])
+case("ConstantOfShape", "ConstantOfShape", [("s", i64(2, 3))],
+     {"value": helper.make_tensor("v", TensorProto.INT64, [1], [7])})
+case("ConstantOfShape_default", "ConstantOfShape", [("s", i64(3))])
+case("Range_int", "Range", [("a", np.array(2, dtype=np.int64)), ("b", np.array(11, dtype=np.int64)), ("d", np.array(3, dtype=np.int64))])
+case("Range_float_neg", "Range", [("a", np.array(1.0, dtype=np.float32)), ("b", np.array(-1.0, dtype=np.float32)),
+                                  ("d", np.array(-0.5, dtype=np.float32))])
+case("Range_empty", "Range", [("a", np.array(5, dtype=np.int64)), ("b", np.array(1, dtype=np.int64)), ("d", np.array(1, dtype=np.int64))])
+
+# --- data movement -----------------------------------------------------------------------
+case("Concat_axis1", "Concat", [("a", f32(2, 1, 3)), ("b", f32(2, 4, 3))], {"axis": 1})
+case("Concat_neg_axis_empty", "Concat", [("a", f32(2, 3, 0)), ("b", f32(2, 3, 2))], {"axis": -1})
+case("Concat_int64", "Concat", [("a", i64(1, 2)), ("b", i64(3)), ("c", i64(4, 5))], {"axis": 0})
+case("Slice_basic", "Slice", [("x", f32(4, 6)), ("s", i64(1, 2)), ("e", i64(3, 100))])
+case("Slice_axes_steps", "Slice", [("x", f32(3, 8)), ("s", i64(1)), ("e", i64(8)), ("a", i64(-1)), ("t", i64(2))])
+case("Slice_negative_step", "Slice", [("x", f32(3, 8)), ("s", i64(-1)), ("e", i64(-100)), ("a", i64(1)), ("t", i64(-3))])
+case("Slice_empty", "Slice", [("x", f32(3, 4)), ("s", i64(2)), ("e", i64(1)), ("a", i64(0))])
+case("Split_equal", "Split", [("x", f32(6, 2))], {"axis": 0}, n_out=3, opset=13)
+case("Split_sizes_input", "Split", [("x", f32(2, 7)), ("s", i64(2, 5))], {"axis": -1}, n_out=2, opset=13)
+case("Split_num_outputs_uneven", "Split", [("x", f32(7, 2))], {"axis": 0, "num_outputs": 3}, n_out=3, opset=18)
+case("Split_attr_opset11", "Split", [("x", f32(5, 2))], {"axis": 0, "split": [1, 4]}, n_out=2, opset=11)
+case("Transpose_perm", "Transpose", [("x", f32(2, 3, 4, 5))], {"perm": [0, 2, 1, 3]})
+case("Transpose_default", "Transpose", [("x", f32(2, 3, 4))])
+case("Transpose_int64", "Transpose", [("x", rng.integers(0, 9, size=(3, 2)).astype(np.int64))])
+case("Gather_axis0", "Gather", [("x", f32(5, 3)), ("i", np.array([[0, 4], [-1, 2]], dtype=np.int64))])
+case("Gather_axis1_scalar", "Gather", [("x", f32(2, 5, 3)), ("i", np.array(-2, dtype=np.int64))], {"axis": 1})
+case("Gather_int32_idx", "Gather", [("x", i64(10, 20, 30)), ("i", np.array([2, 0], dtype=np.int32))])
+case("Tile", "Tile", [("x", f32(2, 3)), ("r", i64(2, 3))])
+case("Tile_5d", "Tile", [("x", f32(1, 2, 1, 3, 2)), ("r", i64(1, 1, 2, 1, 1))])
+for src, dst in [(np.float32, np.int64), (np.int64, np.float32), (np.float32, np.bool_), (np.bool_, np.float32),
+                 (np.int64, np.int32), (np.float32, np.float16), (np.float16, np.float32), (np.float32, np.float64)]:
+    if src == np.bool_:
+        x = rng.random((2, 3)) > 0.5
+    elif src == np.float16:
+        x = f32(2, 3, lo=-100, hi=100).astype(np.float16)
+    elif src == np.int64:
+        x = rng.integers(-5, 5, size=(2, 3)).astype(np.int64)
+    else:
+        x = f32(2, 3, lo=-5, hi=5)
+    case(f"Cast_{NAMES[src]}_to_{NAMES[dst]}", "Cast", [("x", x)], {"to": NP2ONNX[dst]})
+case("Trilu_upper_k1", "Trilu", [("x", f32(2, 4, 5)), ("k", i64(1))])
+case("Trilu_lower", "Trilu", [("x", f32(4, 4))], {"upper": 0})
+case("CumSum", "CumSum", [("x", f32(3, 4)), ("a", np.array(1, dtype=np.int64))], tol=1e-5)
+case("CumSum_excl_rev_int", "CumSum", [("x", i64(1, 2, 3, 4)), ("a", np.array(0, dtype=np.int64))],
+     {"exclusive": 1, "reverse": 1})
+
+# --- reductions, softmax, normalisation ----------------------------------------------------
+case("ReduceMean_last", "ReduceMean", [("x", f32(2, 3, 4))], {"axes": [-1]})
+case("ReduceMean_no_keep", "ReduceMean", [("x", f32(2, 3, 4))], {"axes": [0, 2], "keepdims": 0})
+case("ReduceMean_all", "ReduceMean", [("x", f32(2, 3, 4))])
+case("ReduceMean_opset18_input", "ReduceMean", [("x", f32(2, 3, 4)), ("a", i64(1))], opset=18)
+case("ReduceSum_opset13_input", "ReduceSum", [("x", f32(2, 3, 4)), ("a", i64(-1, 0))], opset=13)
+case("ReduceSum_noop", "ReduceSum", [("x", f32(2, 3))], {"noop_with_empty_axes": 1}, opset=13)
+case("ReduceMax", "ReduceMax", [("x", f32(3, 5))], {"axes": [1]})
+case("ReduceMin_int", "ReduceMin", [("x", rng.integers(-9, 9, size=(3, 4)).astype(np.int64))], {"axes": [0], "keepdims": 0})
+case("ReduceProd", "ReduceProd", [("x", f32(2, 3, lo=0.5, hi=1.5))], {"axes": [1]}, tol=1e-5)
+case("ReduceSumSquare", "ReduceSumSquare", [("x", f32(2, 3))], {"axes": [1]}, tol=1e-5)
+case("ArgMax", "ArgMax", [("x", f32(3, 5))], {"axis": 1, "keepdims": 0})
+case("Softmax_last", "Softmax", [("x", f32(2, 3, 7, lo=-10, hi=10))])
+case("Softmax_axis1", "Softmax", [("x", f32(2, 3, 4))], {"axis": 1})
+case("Softmax_opset11_flatten", "Softmax", [("x", f32(2, 3, 4))], {"axis": 1}, opset=11)
+case("Softmax_masked", "Softmax", [("x", np.array([[0.0, -3.4028234663852886e38, 1.0]], dtype=np.float32))])
+case("LogSoftmax", "LogSoftmax", [("x", f32(3, 6))], tol=1e-5)
+case("LayerNorm", "LayerNormalization", [("x", f32(2, 3, 8)), ("g", f32(8)), ("b", f32(8))], {"epsilon": 1e-5}, tol=1e-5)
+case("LayerNorm_axis1_no_bias", "LayerNormalization", [("x", f32(2, 3, 4)), ("g", f32(3, 4))],
+     {"axis": 1}, tol=1e-5)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    index = []
+    for name, model, feeds, outs, tol in cases:
+        onnx.save(model, os.path.join(out_dir, name + ".onnx"))
+        index.append({"name": name, "model": name + ".onnx", "tolerance": tol,
+                      "inputs": [dict(name=k, **dump(v)) for k, v in feeds.items()],
+                      "outputs": [dict(name=k, **dump(v)) for k, v in outs.items()]})
+    with open(os.path.join(out_dir, "cases.json"), "w") as f:
+        json.dump({"generator": "onnxruntime " + ort.__version__, "cases": index}, f)
+    print(f"wrote {len(index)} kernel cases to {out_dir}")
+
+
+main()
