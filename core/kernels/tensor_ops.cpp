@@ -296,22 +296,36 @@ class TileKernel : public Kernel {
       ctx.set_output(0, x);
       return;
     }
-    Tensor& y = ctx.allocate_output(0, x.dtype(), out);
-    int64_t n = y.numel();
+    // One pass per repeated dim, innermost first; each pass copies whole
+    // contiguous blocks, so the work is memcpy of the output size per pass.
     size_t es = dtype_size(x.dtype());
-    auto in_st = contiguous_strides(x.shape());
-    auto* src = static_cast<const std::byte*>(x.raw());
-    auto* dst = static_cast<std::byte*>(y.raw());
-    std::array<int64_t, Shape::kMaxRank> idx{};
-    for (int64_t o = 0; o < n; ++o) {
-      int64_t off = 0;
-      for (int d = 0; d < x.rank(); ++d) off += (idx[static_cast<size_t>(d)] % x.dim(d)) * in_st[static_cast<size_t>(d)];
-      std::memcpy(dst + static_cast<size_t>(o) * es, src + static_cast<size_t>(off) * es, es);
-      for (int d = x.rank() - 1; d >= 0; --d) {
-        if (++idx[static_cast<size_t>(d)] < out[d]) break;
-        idx[static_cast<size_t>(d)] = 0;
-      }
+    Tensor cur = x;
+    Shape cur_shape = x.shape();
+    for (int d = x.rank() - 1; d >= 0; --d) {
+      int64_t r = reps[static_cast<size_t>(d)];
+      if (r == 1) continue;
+      Shape next_shape = cur_shape;
+      next_shape[d] *= r;
+      Tensor next = d == first_repeated(reps) ? ctx.allocate_output(0, x.dtype(), out) : ctx.pool->allocate(x.dtype(), next_shape);
+      int64_t outer = 1, block = 1;
+      for (int k = 0; k < d; ++k) outer *= cur_shape[k];
+      for (int k = d; k < x.rank(); ++k) block *= cur_shape[k];
+      size_t block_bytes = static_cast<size_t>(block) * es;
+      auto* src = static_cast<const std::byte*>(cur.raw());
+      auto* dst = static_cast<std::byte*>(next.raw());
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < r; ++k)
+          if (block_bytes) std::memcpy(dst + (static_cast<size_t>(o * r + k)) * block_bytes, src + static_cast<size_t>(o) * block_bytes, block_bytes);
+      cur = next;
+      cur_shape = next_shape;
     }
+  }
+
+ private:
+  static int first_repeated(const std::vector<int64_t>& reps) {
+    for (size_t i = 0; i < reps.size(); ++i)
+      if (reps[i] != 1) return static_cast<int>(i);
+    return -1;
   }
 };
 
