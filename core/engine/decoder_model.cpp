@@ -1,6 +1,6 @@
 #include "engine/decoder_model.h"
 
-#include <regex>
+#include <charconv>
 
 namespace sy {
 
@@ -64,20 +64,30 @@ void DecoderModel::discover_interface() {
   SY_CHECK(input_ids >= 0, path_ << ": not a decoder export: no graph input named 'input_ids'");
   SY_CHECK(logits >= 0, path_ << ": not a decoder export: no graph output named 'logits'");
   // past_key_values.N.key / .value inputs pair with present.N.key / .value outputs.
-  std::regex past_re(R"(past_key_values\.(\d+)\.(key|value))");
+  auto parse_past = [](const std::string& name, int& layer, bool& is_key) {
+    const std::string prefix = "past_key_values.";
+    if (name.rfind(prefix, 0) != 0) return false;
+    const char* p = name.data() + prefix.size();
+    const char* end = name.data() + name.size();
+    auto [rest, ec] = std::from_chars(p, end, layer);
+    if (ec != std::errc() || rest == p) return false;
+    std::string_view tail(rest, static_cast<size_t>(end - rest));
+    is_key = tail == ".key";
+    return is_key || tail == ".value";
+  };
   std::map<int, std::pair<int, int>> past;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const Value& v = g.values[static_cast<size_t>(g.inputs[i])];
-    std::smatch m;
-    if (!std::regex_match(v.name, m, past_re)) {
+    int layer = 0;
+    bool is_key = false;
+    if (!parse_past(v.name, layer, is_key)) {
       SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == attention_mask || static_cast<int>(i) == position_ids,
                path_ << ": graph input '" << v.name << "' is not part of the decoder-with-past interface "
                      << "(input_ids, attention_mask, position_ids, past_key_values.N.key/value)");
       continue;
     }
-    int layer = std::stoi(m[1]);
     auto& slot = past.emplace(layer, std::make_pair(-1, -1)).first->second;
-    (m[2] == "key" ? slot.first : slot.second) = static_cast<int>(i);
+    (is_key ? slot.first : slot.second) = static_cast<int>(i);
   }
   int expect = 0;
   for (const auto& [layer, kv] : past) {

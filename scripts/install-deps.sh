@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building and testing Switchyard needs: Debian packages for the
+# build, and the Python packages the tests use as independent references
+# (ONNX Runtime, onnx, numpy). Safe to run again.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+PKGS="cmake ninja-build g++ python3 python3-pip libonnx-dev libprotobuf-dev protobuf-compiler \
+  libboost-dev libboost-program-options-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev \
+  libyaml-cpp-dev libopenblas-dev libssl-dev"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+if [ "${1:-}" = "--tests" ]; then
+  python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check onnx onnxruntime numpy
+fi
