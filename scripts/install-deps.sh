@@ -6,7 +6,7 @@ set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 PKGS="cmake ninja-build g++ python3 python3-pip libonnx-dev libprotobuf-dev protobuf-compiler \
-  libboost-dev libboost-program-options-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev \
+  libboost-dev libboost-program-options-dev libboost-filesystem-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev \
   libyaml-cpp-dev libopenblas-dev libssl-dev"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

@@ -4,13 +4,18 @@
 
 namespace sy {
 
-std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const KernelRegistry& registry,
-                                                 ThreadPool* threads, const ModelOptions& options,
-                                                 const std::vector<GraphPass*>& passes, PreparedGraphReport* report) {
+std::unique_ptr<Executor> prepare_executor(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
+                                           const ModelOptions& options, const std::vector<GraphPass*>& passes,
+                                           PreparedGraphReport* report) {
   auto graph = std::make_shared<Graph>(import_onnx_file(path, options.import));
   PassContext pctx{registry, threads, {}};
   if (report) {
     report->imported_nodes = graph->live_node_count();
+    for (const Value& v : graph->values)
+      if (v.constant) {
+        report->parameters += v.constant->numel();
+        report->parameter_bytes += static_cast<int64_t>(v.constant->bytes());
+      }
     report->op_counts_after.emplace_back("import", graph->op_counts());
   }
   if (options.simplify) {
@@ -30,13 +35,20 @@ std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const 
     simplify_graph(*graph, pctx);
     if (report) report->op_counts_after.emplace_back("simplify (after passes)", graph->op_counts());
   }
-  auto m = std::unique_ptr<DecoderModel>(new DecoderModel());
-  m->path_ = path;
   try {
-    m->executor_ = std::make_unique<Executor>(graph, registry, threads, options.executor);
+    return std::make_unique<Executor>(graph, registry, threads, options.executor);
   } catch (const Error& e) {
     SY_THROW(path << ": " << e.what());
   }
+}
+
+std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const KernelRegistry& registry,
+                                                 ThreadPool* threads, const ModelOptions& options,
+                                                 const std::vector<GraphPass*>& passes, PreparedGraphReport* report) {
+  auto m = std::unique_ptr<DecoderModel>(new DecoderModel());
+  m->path_ = path;
+  m->executor_ = prepare_executor(path, registry, threads, options, passes, report);
+  const Graph* graph = &m->executor_->graph();
   m->discover_interface();
   if (options.max_context > 0) {
     m->max_context_ = options.max_context;

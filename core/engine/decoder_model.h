@@ -24,8 +24,16 @@ struct ModelOptions {
 // clean graph).
 struct PreparedGraphReport {
   size_t imported_nodes = 0;
+  int64_t parameters = 0;       // stored initializer elements as imported
+  int64_t parameter_bytes = 0;
   std::vector<std::pair<std::string, std::map<std::string, int>>> op_counts_after;  // (stage, counts)
 };
+
+// Import, simplify, run the passes, simplify again, plan: the graph as the
+// executor will run it. Errors name the model file.
+std::unique_ptr<Executor> prepare_executor(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
+                                           const ModelOptions& options, const std::vector<GraphPass*>& passes,
+                                           PreparedGraphReport* report);
 
 class DecoderModel {
  public:

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/generator.h"
+#include "engine/session.h"
 #include "graph/onnx_import.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
@@ -70,34 +71,35 @@ std::vector<int> parse_ids(const std::string& s) {
   return ids;
 }
 
-struct ModelFlags {
-  std::string model;
+// Flags every command shares: where the engine configuration comes from.
+struct EngineFlags {
+  std::string model, manifest, profile;
   int threads = 0;
   int64_t max_context = 0;
   void add(po::options_description& d) {
-    d.add_options()("model,m", po::value(&model)->required(), "ONNX decoder model")(
-        "threads", po::value(&threads)->default_value(0), "compute threads (0: one per core)")(
+    d.add_options()("model,m", po::value(&model), "ONNX decoder model (overrides the manifest's)")(
+        "manifest", po::value(&manifest), "YAML manifest: model, plugins, passes, components, profiles")(
+        "profile", po::value(&profile), "profile of the manifest to use")(
+        "threads", po::value(&threads)->default_value(0), "compute threads (0: the manifest's, else one per core)")(
         "max-context", po::value(&max_context)->default_value(0),
-        "context limit in tokens (0: the model's metadata, else 4096)");
+        "context limit in tokens (0: the manifest's, the model's metadata, else 4096)");
   }
-};
-
-struct Runtime {
-  std::unique_ptr<ThreadPool> threads;
-  KernelRegistry registry = KernelRegistry::with_builtins();
-  std::unique_ptr<DecoderModel> model;
-  explicit Runtime(const ModelFlags& f) {
-    threads = std::make_unique<ThreadPool>(f.threads);
-    ModelOptions mo;
-    mo.max_context = f.max_context;
-    model = DecoderModel::load(f.model, registry, threads.get(), mo);
+  EngineConfig config() const {
+    EngineConfig cfg;
+    if (!manifest.empty()) cfg = Manifest::load(manifest).resolve(profile);
+    else SY_CHECK(profile.empty(), "--profile needs --manifest");
+    if (!model.empty()) cfg.model = model;
+    SY_CHECK(!cfg.model.empty(), "no model: give --model or a --manifest with 'model:'");
+    if (threads > 0) cfg.threads = threads;
+    if (max_context > 0) cfg.max_context = max_context;
+    return cfg;
   }
 };
 
 }  // namespace
 
 int cmd_generate(const std::vector<std::string>& args) {
-  ModelFlags mf;
+  EngineFlags mf;
   std::string tokenizer_path, prompt_ids;
   std::vector<std::string> prompts;
   GenerationRequest req;
@@ -115,15 +117,18 @@ int cmd_generate(const std::vector<std::string>& args) {
       "seed", po::value(&req.sampling.seed)->default_value(0), "random seed for sampling")(
       "ignore-eos", po::bool_switch(&ignore_eos), "keep generating past the end-of-sequence token")(
       "json", po::bool_switch(&json), "print one JSON object per prompt");
-  auto p = parse(args, d, "usage: switchyard generate --model M [--tokenizer T] (--prompt TEXT | --prompt-ids 1,2,3) [options]");
+  auto p = parse(args, d,
+                 "usage: switchyard generate (--model M | --manifest F [--profile P]) [--tokenizer T] "
+                 "(--prompt TEXT | --prompt-ids 1,2,3) [options]");
   if (p.help) return 0;
   SY_CHECK(prompts.empty() || prompt_ids.empty(), "give --prompt or --prompt-ids, not both");
   req.stop_at_eos = !ignore_eos;
 
-  Runtime rt(mf);
+  EngineConfig cfg = mf.config();
+  auto session = Session::create(cfg);
   std::optional<Llama2cTokenizer> tok;
   bool need_tok = !json || prompt_ids.empty();
-  if (need_tok) tok = Llama2cTokenizer::load(find_tokenizer(mf.model, tokenizer_path));
+  if (need_tok) tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
   std::vector<GenerationRequest> batch;
   if (!prompt_ids.empty()) {
     batch.push_back(req);
@@ -138,7 +143,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       batch.back().prompt = tok->encode(text, true, false);
     }
   }
-  BaselineGenerator gen(*rt.model);
+  BaselineGenerator gen(session->model());
   // A single prompt in text mode streams its tokens as they come.
   bool stream = !json && batch.size() == 1;
   int prev = batch[0].prompt.back();
@@ -177,7 +182,7 @@ int cmd_generate(const std::vector<std::string>& args) {
 }
 
 int cmd_logits(const std::vector<std::string>& args) {
-  ModelFlags mf;
+  EngineFlags mf;
   std::string prompt_ids;
   bool json = false;
   po::options_description d("logits options");
@@ -185,10 +190,10 @@ int cmd_logits(const std::vector<std::string>& args) {
   mf.add(d);
   d.add_options()("prompt-ids", po::value(&prompt_ids)->required(), "prompt as comma-separated token ids")(
       "json", po::bool_switch(&json), "print {\"last_logits\": [...]}");
-  auto p = parse(args, d, "usage: switchyard logits --model M --prompt-ids 1,2,3 [--json]");
+  auto p = parse(args, d, "usage: switchyard logits (--model M | --manifest F [--profile P]) --prompt-ids 1,2,3 [--json]");
   if (p.help) return 0;
-  Runtime rt(mf);
-  BaselineGenerator gen(*rt.model);
+  auto session = Session::create(mf.config());
+  BaselineGenerator gen(session->model());
   std::vector<float> logits = gen.last_logits(parse_ids(prompt_ids));
   if (json) {
     std::cout << nlohmann::json{{"last_logits", logits}}.dump() << "\n";
@@ -199,68 +204,114 @@ int cmd_logits(const std::vector<std::string>& args) {
 }
 
 int cmd_inspect(const std::vector<std::string>& args) {
-  std::string model;
+  EngineFlags mf;
   bool json = false;
   po::options_description d("inspect options");
-  d.add_options()("help,h", "show this help")("model,m", po::value(&model)->required(), "ONNX model")(
-      "json", po::bool_switch(&json), "print JSON");
-  auto p = parse(args, d, "usage: switchyard inspect --model M [--json]");
+  d.add_options()("help,h", "show this help");
+  mf.add(d);
+  d.add_options()("json", po::bool_switch(&json), "print JSON");
+  auto p = parse(args, d, "usage: switchyard inspect (--model M | --manifest F [--profile P]) [--json]");
   if (p.help) return 0;
-  Graph g = import_onnx_file(model);
-  int64_t params = 0, bytes = 0;
-  for (const Value& v : g.values)
-    if (v.constant) {
-      params += v.constant->numel();
-      bytes += static_cast<int64_t>(v.constant->bytes());
-    }
-  auto describe = [&](ValueId id) {
+  auto session = Session::create(mf.config());
+  const Graph& g = session->model().graph();
+  const PreparedGraphReport& rep = session->report();
+  auto describe = [&](ValueId id, const std::string& name) {
     const Value& v = g.values[static_cast<size_t>(id)];
-    return nlohmann::json{{"name", v.name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.shape_str()}};
+    return nlohmann::json{{"name", name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.shape_str()}};
   };
   nlohmann::json j;
-  for (ValueId id : g.inputs) j["inputs"].push_back(describe(id));
-  for (const auto& o : g.outputs) {
-    auto dj = describe(o.value);
-    dj["name"] = o.name;
-    j["outputs"].push_back(dj);
+  j["model"] = session->config().model;
+  if (!session->config().manifest_path.empty()) {
+    j["manifest"] = session->config().manifest_path;
+    j["profile"] = session->config().profile;
   }
+  for (ValueId id : g.inputs) j["inputs"].push_back(describe(id, g.values[static_cast<size_t>(id)].name));
+  for (const auto& o : g.outputs) j["outputs"].push_back(describe(o.value, o.name));
   j["opsets"] = g.opsets;
-  j["parameters"] = params;
-  j["parameter_bytes"] = bytes;
-  j["nodes_imported"] = g.live_node_count();
-  auto imported_ops = g.op_counts();
-  ThreadPool threads(1);
-  KernelRegistry registry = KernelRegistry::with_builtins();
-  PassContext pctx{registry, &threads, {}};
-  simplify_graph(g, pctx);
-  auto simplified_ops = g.op_counts();
-  j["nodes_simplified"] = g.live_node_count();
-  j["op_counts"] = {{"imported", imported_ops}, {"simplified", simplified_ops}};
+  j["parameters"] = rep.parameters;
+  j["parameter_bytes"] = rep.parameter_bytes;
+  j["nodes_imported"] = rep.imported_nodes;
+  j["nodes_planned"] = g.live_node_count();
+  j["plugins"] = nlohmann::json::array();
+  for (const auto& lib : session->plugins().libraries()) {
+    nlohmann::json pj{{"name", lib->name()}, {"version", lib->version()}, {"abi", std::to_string(lib->abi_major()) + "." + std::to_string(lib->abi_minor())},
+                      {"path", lib->path()}, {"sha256", lib->sha256()}};
+    const sy_plugin_info& info = lib->info();
+    for (int32_t i = 0; i < info.num_passes; ++i) pj["passes"].push_back({{"name", info.passes[i]->name}, {"version", info.passes[i]->version}});
+    for (int32_t i = 0; i < info.num_kernels; ++i) {
+      const sy_kernel_desc* k = info.kernels[i];
+      pj["kernels"].push_back({{"name", k->name}, {"version", k->version},
+                               {"op", std::string(k->domain).empty() ? std::string(k->op_type) : std::string(k->domain) + "::" + k->op_type},
+                               {"device", k->device == SY_DEVICE_CUDA ? "cuda" : "cpu"}, {"priority", k->priority}});
+    }
+    for (int32_t i = 0; i < info.num_schedulers; ++i) pj["schedulers"].push_back({{"name", info.schedulers[i]->name}, {"version", info.schedulers[i]->version}});
+    for (int32_t i = 0; i < info.num_caches; ++i) pj["caches"].push_back({{"name", info.caches[i]->name}, {"version", info.caches[i]->version}});
+    for (int32_t i = 0; i < info.num_drafters; ++i) pj["drafters"].push_back({{"name", info.drafters[i]->name}, {"version", info.drafters[i]->version}});
+    j["plugins"].push_back(pj);
+  }
+  for (const auto& sp : session->passes())
+    j["passes"].push_back({{"name", sp.entry->name}, {"provider", sp.entry->provider}, {"options", sp.options.str()}});
+  auto component = [&](const char* key, const std::optional<SelectedComponent>& c) {
+    j[key] = c ? nlohmann::json{{"name", c->entry->name}, {"provider", c->entry->provider}, {"options", c->options.str()}} : nlohmann::json();
+  };
+  component("scheduler", session->scheduler());
+  component("cache", session->cache());
+  component("drafter", session->drafter());
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& [stage, counts] : rep.op_counts_after) stages.push_back({{"stage", stage}, {"op_counts", counts}});
+  j["op_counts"] = stages;
+  std::map<std::string, int> providers;
+  for (const auto& pl : session->model().executor().placements()) ++providers[pl.provider + " " + pl.op];
+  j["kernels_used"] = providers;
   if (json) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("model       %s\n", model.c_str());
-  std::printf("parameters  %lld (%lld bytes)\n", static_cast<long long>(params), static_cast<long long>(bytes));
+  std::printf("model       %s\n", session->config().model.c_str());
+  if (j.contains("manifest"))
+    std::printf("manifest    %s (profile: %s)\n", session->config().manifest_path.c_str(),
+                session->config().profile.empty() ? "(top level)" : session->config().profile.c_str());
+  std::printf("parameters  %lld (%lld bytes)\n", static_cast<long long>(rep.parameters), static_cast<long long>(rep.parameter_bytes));
   std::printf("opsets     ");
   for (const auto& [dom, v] : g.opsets) std::printf(" %s=%lld", dom.empty() ? "ai.onnx" : dom.c_str(), static_cast<long long>(v));
   std::printf("\ninputs:\n");
   for (const auto& in : j["inputs"])
-    std::printf("  %-28s %-8s %s\n", in["name"].get<std::string>().c_str(), in["dtype"].get<std::string>().c_str(),
-                in["shape"].get<std::string>().c_str());
+    std::printf("  %-28s %-8s %s\n", in["name"].get<std::string>().c_str(), in["dtype"].get<std::string>().c_str(), in["shape"].get<std::string>().c_str());
   std::printf("outputs:\n");
   for (const auto& out : j["outputs"])
-    std::printf("  %-28s %-8s %s\n", out["name"].get<std::string>().c_str(), out["dtype"].get<std::string>().c_str(),
-                out["shape"].get<std::string>().c_str());
-  std::printf("nodes: %zu imported, %zu after simplification\n", j["nodes_imported"].get<size_t>(), g.live_node_count());
-  std::printf("  %-24s %9s %11s\n", "op", "imported", "simplified");
-  std::set<std::string> ops;
-  for (const auto& [k, v] : imported_ops) ops.insert(k);
-  for (const auto& [k, v] : simplified_ops) ops.insert(k);
-  for (const auto& op : ops) {
-    int a = imported_ops.count(op) ? imported_ops.at(op) : 0, b = simplified_ops.count(op) ? simplified_ops.at(op) : 0;
-    std::printf("  %-24s %9d %11d\n", op.c_str(), a, b);
+    std::printf("  %-28s %-8s %s\n", out["name"].get<std::string>().c_str(), out["dtype"].get<std::string>().c_str(), out["shape"].get<std::string>().c_str());
+  std::printf("plugins:%s\n", j["plugins"].empty() ? " none" : "");
+  for (const auto& pj : j["plugins"]) {
+    std::printf("  %s %s (ABI %s) %s\n    sha256 %s\n", pj["name"].get<std::string>().c_str(), pj["version"].get<std::string>().c_str(),
+                pj["abi"].get<std::string>().c_str(), pj["path"].get<std::string>().c_str(), pj["sha256"].get<std::string>().c_str());
+    for (const char* kind : {"passes", "schedulers", "caches", "drafters"})
+      if (pj.contains(kind))
+        for (const auto& c : pj[kind]) std::printf("    %-10s %s %s\n", kind, c["name"].get<std::string>().c_str(), c["version"].get<std::string>().c_str());
+    if (pj.contains("kernels"))
+      for (const auto& k : pj["kernels"])
+        std::printf("    %-10s %s %s: %s on %s, priority %d\n", "kernel", k["name"].get<std::string>().c_str(), k["version"].get<std::string>().c_str(),
+                    k["op"].get<std::string>().c_str(), k["device"].get<std::string>().c_str(), k["priority"].get<int>());
   }
+  std::printf("passes:%s\n", session->passes().empty() ? " none (built-in simplification only)" : "");
+  for (const auto& sp : session->passes())
+    std::printf("  %s (%s)%s%s\n", sp.entry->name.c_str(), sp.entry->provider.c_str(), sp.options.all().empty() ? "" : " ", sp.options.str().c_str());
+  for (const char* key : {"scheduler", "cache", "drafter"})
+    std::printf("%-10s %s\n", key, j[key].is_null() ? "none (baseline: static batch, contiguous past/present KV)"
+                                                       : (j[key]["name"].get<std::string>() + " (" + j[key]["provider"].get<std::string>() + ")").c_str());
+  std::printf("nodes: %zu imported, %zu planned\n", rep.imported_nodes, g.live_node_count());
+  std::set<std::string> ops;
+  for (const auto& [stage, counts] : rep.op_counts_after)
+    for (const auto& [op, n] : counts) ops.insert(op);
+  std::printf("  %-24s", "op");
+  for (const auto& [stage, counts] : rep.op_counts_after) std::printf(" %12.12s", stage.c_str());
+  std::printf("\n");
+  for (const auto& op : ops) {
+    std::printf("  %-24s", op.c_str());
+    for (const auto& [stage, counts] : rep.op_counts_after) std::printf(" %12d", counts.count(op) ? counts.at(op) : 0);
+    std::printf("\n");
+  }
+  std::printf("kernels used (provider op: nodes):\n");
+  for (const auto& [k, n] : providers) std::printf("  %-40s %d\n", k.c_str(), n);
   return 0;
 }
 

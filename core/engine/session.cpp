@@ -1,0 +1,72 @@
+#include "engine/session.h"
+
+#include <sstream>
+
+namespace sy {
+
+namespace {
+
+SelectedComponent select(const ComponentRegistry& reg, ComponentKind kind, const ComponentSelection& sel) {
+  const ComponentEntry& e = reg.get(kind, sel.name, sel.where);
+  return SelectedComponent{&e, OptionValues::validate(e.options, sel.options, e.label())};
+}
+
+void check_providers(const KernelPolicy& policy, const KernelRegistry& kernels, const std::string& manifest) {
+  std::set<std::string> known;
+  for (const KernelDef* d : kernels.all()) known.insert(d->provider);
+  auto check = [&](const std::string& p, const std::string& key) {
+    if (known.count(p)) return;
+    std::ostringstream os;
+    os << manifest << ": " << key << ": unknown kernel provider '" << p << "'; known providers:";
+    for (const auto& k : known) os << " " << k;
+    throw Error(os.str());
+  };
+  for (const auto& p : policy.forbid) check(p, "kernels.forbid");
+  for (const auto& [op, p] : policy.pin) check(p, "kernels.pin." + op);
+}
+
+}  // namespace
+
+std::unique_ptr<Session> Session::create(const EngineConfig& config) {
+  std::unique_ptr<Session> s(new Session());
+  s->config_ = config;
+  SY_CHECK(!config.model.empty(), (config.manifest_path.empty() ? std::string("no model given")
+                                                                 : config.manifest_path + ": no model (set 'model:' or pass --model)"));
+  s->threads_ = std::make_unique<ThreadPool>(config.threads);
+  s->kernels_ = KernelRegistry::with_builtins();
+  s->components_ = ComponentRegistry::with_builtins();
+  s->plugins_ = std::make_unique<PluginHost>(s->kernels_, s->components_, s->threads_.get());
+  for (const PluginSpec& p : config.plugins) {
+    try {
+      s->plugins_->load(p.path, p.sha256);
+    } catch (const Error& e) {
+      SY_THROW(p.where << ": " << e.what());
+    }
+  }
+  check_providers(config.kernels, s->kernels_, config.manifest_path);
+  for (const auto& sel : config.passes) s->passes_.push_back(select(s->components_, ComponentKind::Pass, sel));
+  if (config.scheduler) s->scheduler_ = select(s->components_, ComponentKind::Scheduler, *config.scheduler);
+  if (config.cache) s->cache_ = select(s->components_, ComponentKind::Cache, *config.cache);
+  if (config.drafter) s->drafter_ = select(s->components_, ComponentKind::Drafter, *config.drafter);
+
+  std::vector<std::unique_ptr<GraphPass>> passes;
+  std::vector<GraphPass*> pass_ptrs;
+  for (const auto& p : s->passes_) {
+    passes.push_back(instantiate_pass(*p.entry, p.options, s->threads_.get()));
+    pass_ptrs.push_back(passes.back().get());
+  }
+  ModelOptions mo;
+  mo.simplify = config.simplify;
+  mo.max_context = config.max_context;
+  mo.executor.forbidden_providers = config.kernels.forbid;
+  mo.executor.pinned_providers = config.kernels.pin;
+  s->model_ = DecoderModel::load(config.model, s->kernels_, s->threads_.get(), mo, pass_ptrs, &s->report_);
+  return s;
+}
+
+Session::~Session() {
+  model_.reset();  // kernel instances call into their plugins' destroy first
+  plugins_.reset();
+}
+
+}  // namespace sy

@@ -1,0 +1,55 @@
+// Everything one engine configuration needs, built from an EngineConfig (a
+// manifest profile): the thread pool, the registries with built-ins and the
+// plugins' components, the passes in order, the planned model, and the
+// selected scheduler / cache manager / drafter instances.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/decoder_model.h"
+#include "manifest/manifest.h"
+#include "plugin_host/plugin_host.h"
+
+namespace sy {
+
+struct SelectedComponent {
+  const ComponentEntry* entry;
+  OptionValues options;
+};
+
+class Session {
+ public:
+  // Throws naming the manifest line for unknown components, bad options,
+  // unknown kernel providers; plugin and model errors name their files.
+  static std::unique_ptr<Session> create(const EngineConfig& config);
+  ~Session();
+
+  DecoderModel& model() { return *model_; }
+  ThreadPool& threads() { return *threads_; }
+  const KernelRegistry& kernels() const { return kernels_; }
+  const ComponentRegistry& components() const { return components_; }
+  const PluginHost& plugins() const { return *plugins_; }
+  const EngineConfig& config() const { return config_; }
+  const PreparedGraphReport& report() const { return report_; }
+  const std::vector<SelectedComponent>& passes() const { return passes_; }
+  const std::optional<SelectedComponent>& scheduler() const { return scheduler_; }
+  const std::optional<SelectedComponent>& cache() const { return cache_; }
+  const std::optional<SelectedComponent>& drafter() const { return drafter_; }
+
+ private:
+  Session() = default;
+  // Declaration order is destruction order reversed: the model (holding
+  // plugin kernel instances) goes first, the libraries after it.
+  EngineConfig config_;
+  std::unique_ptr<ThreadPool> threads_;
+  KernelRegistry kernels_;
+  ComponentRegistry components_;
+  std::unique_ptr<PluginHost> plugins_;
+  std::vector<SelectedComponent> passes_;
+  std::optional<SelectedComponent> scheduler_, cache_, drafter_;
+  PreparedGraphReport report_;
+  std::unique_ptr<DecoderModel> model_;
+};
+
+}  // namespace sy

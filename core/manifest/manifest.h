@@ -1,0 +1,65 @@
+// The manifest: a YAML file naming the model, the plugins, the passes in
+// order with options, the kernel policy, the scheduler, cache manager and
+// drafter, and named profiles that override any of those keys. Paths are
+// relative to the manifest; ${VAR} and ${VAR:-default} expand from the
+// environment; every error names the file, line and key.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "plugin_host/options.h"
+
+namespace sy {
+
+struct ComponentSelection {
+  std::string name;
+  std::map<std::string, RawOption> options;
+  std::string where;  // "m.yaml:12: passes[0]"
+};
+
+struct PluginSpec {
+  std::string path;  // resolved against the manifest's folder
+  std::optional<std::string> sha256;
+  std::string where;
+};
+
+struct KernelPolicy {
+  std::set<std::string> forbid;             // providers never used
+  std::map<std::string, std::string> pin;   // op type -> the only provider allowed
+};
+
+struct EngineConfig {
+  std::string manifest_path;
+  std::string profile;  // "" = the top level
+  std::string model;
+  std::string tokenizer;
+  std::vector<PluginSpec> plugins;
+  std::vector<ComponentSelection> passes;
+  std::optional<ComponentSelection> scheduler, cache, drafter;
+  KernelPolicy kernels;
+  int threads = 0;
+  int64_t max_context = 0;
+  bool simplify = true;
+};
+
+class Manifest {
+ public:
+  static Manifest load(const std::string& path);
+  static Manifest parse(const std::string& text, const std::string& path);  // path: for messages and relative paths
+  // The configuration of a profile ("" = top level only). Unknown profiles
+  // are an error listing the known ones.
+  EngineConfig resolve(const std::string& profile) const;
+  std::vector<std::string> profile_names() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+  std::string path_;
+};
+
+}  // namespace sy

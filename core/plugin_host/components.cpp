@@ -1,0 +1,290 @@
+#include "plugin_host/components.h"
+
+#include <sstream>
+
+#include "plugin_host/host_api.h"
+
+namespace sy {
+
+const char* component_kind_name(ComponentKind k) {
+  switch (k) {
+    case ComponentKind::Pass: return "pass";
+    case ComponentKind::Scheduler: return "scheduler";
+    case ComponentKind::Cache: return "cache manager";
+    case ComponentKind::Drafter: return "drafter";
+  }
+  return "component";
+}
+
+std::string ComponentEntry::label() const {
+  std::ostringstream os;
+  os << component_kind_name(kind) << " '" << name << "' " << version << " (";
+  if (library) os << "plugin " << provider << " " << library->version() << ", " << library->path();
+  else os << "built in";
+  os << ")";
+  return os.str();
+}
+
+void ComponentRegistry::add(ComponentEntry e) {
+  auto key = std::make_pair(e.kind, e.name);
+  auto it = entries_.find(key);
+  SY_CHECK(it == entries_.end(), "two providers register " << component_kind_name(e.kind) << " '" << e.name
+                                                            << "': " << it->second.label() << " and " << e.label());
+  entries_.emplace(key, std::move(e));
+}
+
+const ComponentEntry& ComponentRegistry::get(ComponentKind kind, const std::string& name, const std::string& where) const {
+  auto it = entries_.find({kind, name});
+  if (it != entries_.end()) return it->second;
+  std::ostringstream os;
+  os << where << ": unknown " << component_kind_name(kind) << " '" << name << "'; known: ";
+  auto known = list(kind);
+  if (known.empty()) os << "none (load a plugin that provides one)";
+  for (size_t i = 0; i < known.size(); ++i)
+    os << (i ? ", " : "") << known[i]->name << " (" << (known[i]->library ? "plugin " + known[i]->provider : "built in") << ")";
+  throw Error(os.str());
+}
+
+std::vector<const ComponentEntry*> ComponentRegistry::list(ComponentKind kind) const {
+  std::vector<const ComponentEntry*> out;
+  for (const auto& [key, e] : entries_)
+    if (key.first == kind) out.push_back(&e);
+  return out;
+}
+
+void ComponentRegistry::remove_provider(const std::string& provider) {
+  for (auto it = entries_.begin(); it != entries_.end();)
+    it = it->second.provider == provider ? entries_.erase(it) : std::next(it);
+}
+
+ComponentRegistry ComponentRegistry::with_builtins() {
+  ComponentRegistry r;
+  auto add_builtin = [&](const std::string& name, const std::string& desc, std::unique_ptr<GraphPass> (*make)()) {
+    ComponentEntry e;
+    e.kind = ComponentKind::Pass;
+    e.name = name;
+    e.version = "1.0.0";
+    e.description = desc;
+    e.builtin_pass = [make](const OptionValues&) { return make(); };
+    r.add(std::move(e));
+  };
+  add_builtin("constant-folding", "evaluate nodes whose inputs are all constants", make_constant_folding_pass);
+  add_builtin("shape-folding", "Shape/Gather(Shape) of static dims to constants", make_shape_folding_pass);
+  add_builtin("cse", "merge equal constants and equal nodes", make_cse_pass);
+  add_builtin("identity-elimination", "drop nodes that return their input", make_identity_elimination_pass);
+  add_builtin("dead-node-elimination", "drop nodes nothing reads", make_dead_node_elimination_pass);
+  return r;
+}
+
+namespace {
+
+// A plugin pass as a GraphPass.
+class PluginPass : public GraphPass {
+ public:
+  PluginPass(const ComponentEntry& e, OptionValues options, ThreadPool* threads)
+      : lib_(e.library), d_(static_cast<const sy_pass_desc*>(e.desc)), name_(e.name), options_(std::move(options)),
+        threads_(threads) {}
+  std::string name() const override { return name_; }
+  bool run(Graph& g, PassContext&) override {
+    sy_graph handle{&g};
+    sy_options opts{&options_};
+    int32_t changed = 0;
+    PluginCall call(lib_->name(), threads_);
+    sy_status s;
+    try {
+      s = d_->run(lib_->info().plugin_data, &handle, &opts, &changed);
+    } catch (const std::exception& e) {
+      SY_THROW("plugin '" << lib_->name() << "': pass '" << name_ << "' threw a C++ exception across the ABI: " << e.what());
+    } catch (...) {
+      SY_THROW("plugin '" << lib_->name() << "': pass '" << name_ << "' threw across the ABI");
+    }
+    call.check(s, "pass '" + name_ + "'");
+    return changed != 0;
+  }
+
+ private:
+  std::shared_ptr<PluginLibrary> lib_;
+  const sy_pass_desc* d_;
+  std::string name_;
+  OptionValues options_;
+  ThreadPool* threads_;
+};
+
+// Calls a plugin function, turning a C++ exception that escaped it into an error.
+template <typename F>
+sy_status shielded(const std::string& plugin, const std::string& what, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    SY_THROW("plugin '" << plugin << "': " << what << " threw a C++ exception across the ABI: " << e.what());
+  } catch (...) {
+    SY_THROW("plugin '" << plugin << "': " << what << " threw across the ABI");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads) {
+  SY_CHECK(e.kind == ComponentKind::Pass, e.label() << " is not a pass");
+  if (e.builtin_pass) return e.builtin_pass(options);
+  return std::make_unique<PluginPass>(e, options, threads);
+}
+
+// ---- scheduler
+
+PluginScheduler::PluginScheduler(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads)
+    : lib_(e.library), d_(static_cast<const sy_scheduler_desc*>(e.desc)), options_(options), threads_(threads) {
+  SY_CHECK(e.kind == ComponentKind::Scheduler && lib_, e.label() << " is not a plugin scheduler");
+  sy_options o{&options_};
+  PluginCall call(lib_->name(), threads_);
+  call.check(shielded(lib_->name(), "scheduler create", [&] { return d_->create(lib_->info().plugin_data, &o, &state_); }),
+             "scheduler '" + e.name + "' create");
+}
+PluginScheduler::~PluginScheduler() {
+  PluginCall call(lib_->name(), threads_);
+  try {
+    d_->destroy(state_);
+  } catch (...) {
+  }
+}
+std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& input) {
+  std::vector<sy_sched_decision> out(static_cast<size_t>(input.num_waiting + input.num_running));
+  int32_t count = 0;
+  PluginCall call(lib_->name(), threads_);
+  call.check(shielded(lib_->name(), "scheduler plan",
+                      [&] { return d_->plan(state_, &input, out.data(), static_cast<int32_t>(out.size()), &count); }),
+             "scheduler plan");
+  SY_CHECK(count >= 0 && static_cast<size_t>(count) <= out.size(),
+           "plugin '" << lib_->name() << "': scheduler plan returned " << count << " decisions for " << out.size() << " sequences");
+  out.resize(static_cast<size_t>(count));
+  return out;
+}
+
+// ---- cache manager
+
+PluginCacheManager::PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options,
+                                       ThreadPool* threads)
+    : lib_(e.library), d_(static_cast<const sy_cache_desc*>(e.desc)), options_(options), threads_(threads) {
+  SY_CHECK(e.kind == ComponentKind::Cache && lib_, e.label() << " is not a plugin cache manager");
+  sy_options o{&options_};
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache create", [&] { return d_->create(lib_->info().plugin_data, &config, &o, &state_); }),
+           "cache manager '" + e.name + "' create");
+}
+PluginCacheManager::~PluginCacheManager() {
+  PluginCall pc(lib_->name(), threads_);
+  try {
+    d_->destroy(state_);
+  } catch (...) {
+  }
+}
+void PluginCacheManager::call(sy_status s, const char* what) const {
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(s, std::string("cache ") + what);
+}
+bool PluginCacheManager::allocate(uint64_t seq, int32_t n) {
+  PluginCall pc(lib_->name(), threads_);
+  sy_status s = shielded(lib_->name(), "cache allocate", [&] { return d_->allocate(state_, seq, n); });
+  if (s == SY_OUT_OF_MEMORY) {
+    take_plugin_error();
+    return false;
+  }
+  pc.check(s, "cache allocate");
+  return true;
+}
+int32_t PluginCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& tokens) {
+  if (!d_->match_prefix) return 0;
+  int32_t cached = 0;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache match_prefix",
+                    [&] { return d_->match_prefix(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size()), &cached); }),
+           "cache match_prefix");
+  return cached;
+}
+void PluginCacheManager::commit(uint64_t seq, const std::vector<int32_t>& tokens) {
+  if (!d_->commit) return;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache commit",
+                    [&] { return d_->commit(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size())); }),
+           "cache commit");
+}
+void PluginCacheManager::truncate(uint64_t seq, int32_t length) {
+  SY_CHECK(d_->truncate, "plugin '" << lib_->name() << "': this cache manager cannot truncate (no rollback)");
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache truncate", [&] { return d_->truncate(state_, seq, length); }), "cache truncate");
+}
+void PluginCacheManager::fork(uint64_t parent, uint64_t child) {
+  SY_CHECK(d_->fork, "plugin '" << lib_->name() << "': this cache manager cannot fork sequences");
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache fork", [&] { return d_->fork(state_, parent, child); }), "cache fork");
+}
+void PluginCacheManager::release(uint64_t seq) {
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache release", [&] { return d_->release(state_, seq); }), "cache release");
+}
+std::vector<int32_t> PluginCacheManager::block_table(uint64_t seq) {
+  SY_CHECK(d_->block_table, "plugin '" << lib_->name() << "': this cache manager has no block tables");
+  const int32_t* blocks = nullptr;
+  int32_t n = 0;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache block_table", [&] { return d_->block_table(state_, seq, &blocks, &n); }),
+           "cache block_table");
+  SY_CHECK(n >= 0 && (n == 0 || blocks), "plugin '" << lib_->name() << "': cache block_table returned a bad table");
+  return std::vector<int32_t>(blocks, blocks + n);
+}
+std::pair<sy_tensor, sy_tensor> PluginCacheManager::storage(int32_t layer) {
+  sy_tensor k{}, v{};
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache storage", [&] { return d_->storage(state_, layer, &k, &v); }), "cache storage");
+  return {k, v};
+}
+sy_cache_stats PluginCacheManager::stats() {
+  sy_cache_stats s{};
+  s.struct_size = sizeof(s);
+  if (!d_->stats) return s;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "cache stats", [&] { return d_->stats(state_, &s); }), "cache stats");
+  return s;
+}
+
+// ---- drafter
+
+PluginDrafter::PluginDrafter(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads)
+    : lib_(e.library), d_(static_cast<const sy_drafter_desc*>(e.desc)), options_(options), threads_(threads) {
+  SY_CHECK(e.kind == ComponentKind::Drafter && lib_, e.label() << " is not a plugin drafter");
+  sy_options o{&options_};
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "drafter create", [&] { return d_->create(lib_->info().plugin_data, &o, &state_); }),
+           "drafter '" + e.name + "' create");
+}
+PluginDrafter::~PluginDrafter() {
+  PluginCall pc(lib_->name(), threads_);
+  try {
+    d_->destroy(state_);
+  } catch (...) {
+  }
+}
+std::vector<int32_t> PluginDrafter::propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k) {
+  std::vector<int32_t> out(static_cast<size_t>(std::max(k, 0)));
+  int32_t count = 0;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "drafter propose",
+                    [&] { return d_->propose(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size()), k, out.data(), &count); }),
+           "drafter propose");
+  SY_CHECK(count >= 0 && count <= k, "plugin '" << lib_->name() << "': drafter proposed " << count << " tokens, k is " << k);
+  out.resize(static_cast<size_t>(count));
+  return out;
+}
+void PluginDrafter::accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) {
+  if (!d_->accepted) return;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "drafter accepted", [&] { return d_->accepted(state_, seq, proposed, accepted_count); }),
+           "drafter accepted");
+}
+void PluginDrafter::release(uint64_t seq) {
+  if (!d_->release) return;
+  PluginCall pc(lib_->name(), threads_);
+  pc.check(shielded(lib_->name(), "drafter release", [&] { return d_->release(state_, seq); }), "drafter release");
+}
+
+}  // namespace sy

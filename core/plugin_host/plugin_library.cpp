@@ -1,0 +1,159 @@
+#include "plugin_host/plugin_library.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "base/error.h"
+#include "plugin_host/host_api.h"
+
+namespace sy {
+
+std::string sha256_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SY_CHECK(in, path << ": cannot open the file to check its sha256");
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  SY_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, "sha256: OpenSSL initialisation failed");
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
+}
+
+std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, const std::optional<std::string>& sha256) {
+  std::shared_ptr<PluginLibrary> p(new PluginLibrary());
+  p->path_ = path;
+  SY_CHECK(std::filesystem::exists(path), "plugin " << path << ": no such file");
+  p->sha256_ = sha256_file(path);
+  if (sha256) {
+    std::string want = *sha256;
+    std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    SY_CHECK(want == p->sha256_, "plugin " << path << ": sha256 mismatch: the manifest expects " << want
+                                           << " but the file has " << p->sha256_
+                                           << " (the library changed since the manifest was written)");
+  }
+  try {
+    p->lib_.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    SY_THROW("plugin " << path << ": cannot load the library: " << e.what());
+  }
+  SY_CHECK(p->lib_.has(SY_PLUGIN_ENTRY_SYMBOL), "plugin " << path << ": no exported entry point '" SY_PLUGIN_ENTRY_SYMBOL
+                                                          << "' (not a Switchyard plugin, or built without "
+                                                             "SY_PLUGIN_EXPORT / with hidden visibility)");
+  auto init = p->lib_.get<const sy_plugin_info*(const sy_host_api*)>(SY_PLUGIN_ENTRY_SYMBOL);
+  PluginCall call(std::filesystem::path(path).filename().string(), nullptr);
+  try {
+    p->info_ = init(host_api());
+  } catch (const std::exception& e) {
+    SY_THROW("plugin " << path << ": its init threw a C++ exception across the ABI: " << e.what());
+  } catch (...) {
+    SY_THROW("plugin " << path << ": its init threw across the ABI");
+  }
+  if (!p->info_) {
+    std::string msg = take_plugin_error();
+    SY_THROW("plugin " << path << ": " SY_PLUGIN_ENTRY_SYMBOL " returned no description"
+                       << (msg.empty() ? std::string() : ": " + msg));
+  }
+  p->validate();
+  return p;
+}
+
+namespace {
+
+template <typename Desc>
+void check_desc(const Desc* d, const std::string& where, size_t min_size) {
+  SY_CHECK(d, where << " is null");
+  SY_CHECK(d->struct_size >= min_size, where << " is smaller (" << d->struct_size << " bytes) than ABI 1.0's ("
+                                             << min_size << " bytes)");
+  SY_CHECK(d->name && *d->name, where << " has no name");
+  SY_CHECK(d->version, where << " ('" << d->name << "') has no version");
+}
+
+}  // namespace
+
+void PluginLibrary::validate() {
+  const sy_plugin_info* i = info_;
+  // Only the first three fields are stable across major versions: check
+  // them before reading anything else.
+  SY_CHECK(i->struct_size >= offsetof(sy_plugin_info, abi_minor) + sizeof(i->abi_minor),
+           "plugin " << path_ << ": malformed description (struct_size " << i->struct_size << ")");
+  abi_major_ = i->abi_major;
+  abi_minor_ = i->abi_minor;
+  SY_CHECK(abi_major_ == SY_PLUGIN_ABI_MAJOR,
+           "plugin " << path_ << " was built for Switchyard plugin ABI " << abi_major_ << "." << abi_minor_
+                     << ", but this host implements ABI " << SY_PLUGIN_ABI_MAJOR << "." << SY_PLUGIN_ABI_MINOR
+                     << ": major versions must match; rebuild the plugin against a " << SY_PLUGIN_ABI_MAJOR
+                     << ".x SDK");
+  SY_CHECK(SY_HAS_FIELD(i, sy_plugin_info, shutdown),
+           "plugin " << path_ << ": description is smaller (" << i->struct_size << " bytes) than ABI 1.0's");
+  SY_CHECK(i->name && *i->name, "plugin " << path_ << ": description has no name");
+  name_ = i->name;
+  version_ = i->version ? i->version : "";
+  description_ = i->description ? i->description : "";
+  std::string who = "plugin '" + name_ + "' (" + path_ + ")";
+  auto check_array = [&](const void* arr, int32_t n, const char* kind) {
+    SY_CHECK(n >= 0 && (n == 0 || arr), who << ": " << kind << " list is missing or has a negative count");
+  };
+  check_array(i->passes, i->num_passes, "pass");
+  check_array(i->kernels, i->num_kernels, "kernel");
+  check_array(i->schedulers, i->num_schedulers, "scheduler");
+  check_array(i->caches, i->num_caches, "cache manager");
+  check_array(i->drafters, i->num_drafters, "drafter");
+  for (int32_t k = 0; k < i->num_passes; ++k) {
+    const sy_pass_desc* d = i->passes[k];
+    check_desc(d, who + ": pass " + std::to_string(k), offsetof(sy_pass_desc, run) + sizeof(d->run));
+    SY_CHECK(d->run, who << ": pass '" << d->name << "' has no run function");
+  }
+  for (int32_t k = 0; k < i->num_kernels; ++k) {
+    const sy_kernel_desc* d = i->kernels[k];
+    check_desc(d, who + ": kernel " + std::to_string(k), offsetof(sy_kernel_desc, destroy) + sizeof(d->destroy));
+    SY_CHECK(d->op_type && *d->op_type && d->domain, who << ": kernel '" << d->name << "' has no domain/op type");
+    SY_CHECK(d->create && d->compute && d->destroy, who << ": kernel '" << d->name << "' lacks create/compute/destroy");
+    SY_CHECK(d->device == SY_DEVICE_CPU || d->device == SY_DEVICE_CUDA, who << ": kernel '" << d->name << "' has unknown device " << d->device);
+    SY_CHECK(d->num_dtypes >= 0 && (d->num_dtypes == 0 || d->dtypes), who << ": kernel '" << d->name << "' has a bad dtype list");
+  }
+  for (int32_t k = 0; k < i->num_schedulers; ++k) {
+    const sy_scheduler_desc* d = i->schedulers[k];
+    check_desc(d, who + ": scheduler " + std::to_string(k), offsetof(sy_scheduler_desc, destroy) + sizeof(d->destroy));
+    SY_CHECK(d->create && d->plan && d->destroy, who << ": scheduler '" << d->name << "' lacks create/plan/destroy");
+  }
+  for (int32_t k = 0; k < i->num_caches; ++k) {
+    const sy_cache_desc* d = i->caches[k];
+    check_desc(d, who + ": cache manager " + std::to_string(k), offsetof(sy_cache_desc, destroy) + sizeof(d->destroy));
+    SY_CHECK(d->create && d->allocate && d->release && d->storage && d->destroy,
+             who << ": cache manager '" << d->name << "' lacks a required function");
+  }
+  for (int32_t k = 0; k < i->num_drafters; ++k) {
+    const sy_drafter_desc* d = i->drafters[k];
+    check_desc(d, who + ": drafter " + std::to_string(k), offsetof(sy_drafter_desc, destroy) + sizeof(d->destroy));
+    SY_CHECK(d->create && d->propose && d->destroy, who << ": drafter '" << d->name << "' lacks create/propose/destroy");
+  }
+}
+
+PluginLibrary::~PluginLibrary() {
+  if (info_ && SY_HAS_FIELD(info_, sy_plugin_info, shutdown) && info_->shutdown && abi_major_ == SY_PLUGIN_ABI_MAJOR) {
+    PluginCall call(name_, nullptr);
+    try {
+      info_->shutdown(info_->plugin_data);
+    } catch (...) {
+      // A throwing shutdown must not take the process down; nothing to report to.
+    }
+  }
+  // lib_ closes the library after this body.
+}
+
+}  // namespace sy

@@ -1,0 +1,469 @@
+// Header-only C++ helpers for plugin authors, on top of plugin.h.
+//
+// Everything here lives inside the plugin: STL types and exceptions are used
+// freely, and every entry from the host goes through sy::plugin::guard(),
+// which turns exceptions into status codes, so none crosses the C ABI.
+//
+//   #include <switchyard/plugin.hpp>
+//   struct MyPass { static bool run(sy::plugin::GraphRef& g, const sy::plugin::Options& o); };
+//   struct MyKernel {
+//     explicit MyKernel(const sy::plugin::NodeRef& node);
+//     void compute(sy::plugin::KernelIO& io);
+//   };
+//   SY_PLUGIN(builder) {
+//     builder.info("my-plugin", "1.0.0", "what it does");
+//     builder.pass<MyPass>("my-pass", "1.0.0", "fuses X", {sy::plugin::option_int("min", "1", "...")});
+//     builder.kernel<MyKernel>({"my_kernel", "1.0.0", "com.me", "MyOp", SY_DEVICE_CPU, {SY_DTYPE_FLOAT32}});
+//   }
+#ifndef SWITCHYARD_PLUGIN_HPP_
+#define SWITCHYARD_PLUGIN_HPP_
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "switchyard/plugin.h"
+
+#define SY_PLUGIN_STRINGIFY2(x) #x
+#define SY_PLUGIN_STRINGIFY(x) SY_PLUGIN_STRINGIFY2(x)
+
+namespace sy::plugin {
+
+// The host table this library was initialised with.
+inline const sy_host_api*& host() {
+  static const sy_host_api* h = nullptr;
+  return h;
+}
+
+// An error with a status code; any other exception maps to SY_ERROR.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what, sy_status code = SY_ERROR) : std::runtime_error(what), code_(code) {}
+  sy_status code() const { return code_; }
+
+ private:
+  sy_status code_;
+};
+
+// Runs f and converts any exception into a status plus host->set_error.
+template <typename F>
+sy_status guard(F&& f) noexcept {
+  try {
+    f();
+    return SY_OK;
+  } catch (const Error& e) {
+    if (host()) host()->set_error(e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    if (host()) host()->set_error("out of memory");
+    return SY_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    if (host()) host()->set_error(e.what());
+    return SY_ERROR;
+  } catch (...) {
+    if (host()) host()->set_error("unknown C++ exception");
+    return SY_ERROR;
+  }
+}
+
+// Throws Error with the host's message when a host call failed.
+inline void check(sy_status s, const char* what) {
+  if (s != SY_OK) {
+    const char* msg = host()->last_error ? host()->last_error() : "";
+    throw Error(std::string(what) + ": " + (msg ? msg : ""), s);
+  }
+}
+
+inline void log(int32_t level, const std::string& message) {
+  if (host() && host()->log) host()->log(level, message.c_str());
+}
+
+// ------------------------------------------------------------------ tensors
+
+struct TensorView {
+  sy_tensor raw{};
+  int32_t dtype() const { return raw.dtype; }
+  int32_t rank() const { return raw.rank; }
+  int64_t dim(int i) const { return raw.dims[i]; }
+  std::vector<int64_t> dims() const { return std::vector<int64_t>(raw.dims, raw.dims + raw.rank); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < raw.rank; ++i) n *= raw.dims[i];
+    return n;
+  }
+  template <typename T> T* data() const { return static_cast<T*>(raw.data); }
+};
+
+// ------------------------------------------------------------------ options
+
+class Options {
+ public:
+  explicit Options(const sy_options* o) : o_(o) {}
+  bool get_bool(const char* name) const {
+    int32_t v = 0;
+    check(host()->option_bool(o_, name, &v), name);
+    return v != 0;
+  }
+  int64_t get_int(const char* name) const {
+    int64_t v = 0;
+    check(host()->option_int(o_, name, &v), name);
+    return v;
+  }
+  double get_float(const char* name) const {
+    double v = 0;
+    check(host()->option_float(o_, name, &v), name);
+    return v;
+  }
+  std::string get_string(const char* name) const {
+    const char* v = nullptr;
+    check(host()->option_string(o_, name, &v), name);
+    return v ? v : "";
+  }
+
+ private:
+  const sy_options* o_;
+};
+
+// Option schema entries (storage is kept by the builder).
+struct OptionSpec {
+  std::string name;
+  int32_t type;
+  std::optional<std::string> default_value;
+  std::string help;
+};
+// default_value nullptr: the option is required.
+inline OptionSpec make_option(const char* n, int32_t type, const char* d, const char* h) {
+  return {n, type, d ? std::optional<std::string>(d) : std::nullopt, h ? h : ""};
+}
+inline OptionSpec option_bool(const char* n, const char* d, const char* h) { return make_option(n, SY_OPTION_BOOL, d, h); }
+inline OptionSpec option_int(const char* n, const char* d, const char* h) { return make_option(n, SY_OPTION_INT, d, h); }
+inline OptionSpec option_float(const char* n, const char* d, const char* h) { return make_option(n, SY_OPTION_FLOAT, d, h); }
+inline OptionSpec option_string(const char* n, const char* d, const char* h) { return make_option(n, SY_OPTION_STRING, d, h); }
+
+// ------------------------------------------------------------------ graphs
+
+// Read access to one graph (const), shared by passes and kernel creation.
+class GraphReader {
+ public:
+  explicit GraphReader(const sy_graph* g) : cg_(g) {}
+  int32_t node_count() const { return host()->graph_node_count(cg_); }
+  std::string op_type(sy_node_id n) const { return host()->node_op_type(cg_, n); }
+  std::string domain(sy_node_id n) const { return host()->node_domain(cg_, n); }
+  std::string name(sy_node_id n) const { return host()->node_name(cg_, n); }
+  bool is(sy_node_id n, const char* op, const char* dom = "") const {
+    return std::strcmp(host()->node_op_type(cg_, n), op) == 0 && std::strcmp(host()->node_domain(cg_, n), dom) == 0;
+  }
+  int32_t input_count(sy_node_id n) const { return host()->node_input_count(cg_, n); }
+  sy_value_id input(sy_node_id n, int32_t i) const { return host()->node_input(cg_, n, i); }
+  int32_t output_count(sy_node_id n) const { return host()->node_output_count(cg_, n); }
+  sy_value_id output(sy_node_id n, int32_t i) const { return host()->node_output(cg_, n, i); }
+  std::optional<int64_t> attr_int(sy_node_id n, const char* key) const {
+    int64_t v;
+    return host()->node_attr_int(cg_, n, key, &v) == SY_OK ? std::optional<int64_t>(v) : std::nullopt;
+  }
+  std::optional<float> attr_float(sy_node_id n, const char* key) const {
+    float v;
+    return host()->node_attr_float(cg_, n, key, &v) == SY_OK ? std::optional<float>(v) : std::nullopt;
+  }
+  std::optional<std::string> attr_string(sy_node_id n, const char* key) const {
+    const char* v;
+    return host()->node_attr_string(cg_, n, key, &v) == SY_OK ? std::optional<std::string>(v) : std::nullopt;
+  }
+  std::optional<std::vector<int64_t>> attr_ints(sy_node_id n, const char* key) const {
+    int32_t count = 0;
+    if (host()->node_attr_ints(cg_, n, key, nullptr, 0, &count) != SY_OK) return std::nullopt;
+    std::vector<int64_t> v(static_cast<size_t>(count));
+    check(host()->node_attr_ints(cg_, n, key, v.data(), count, &count), key);
+    return v;
+  }
+  int64_t opset(const char* dom = "") const { return host()->graph_opset(cg_, dom); }
+  std::string value_name(sy_value_id v) const { return host()->value_name(cg_, v); }
+  int32_t value_dtype(sy_value_id v) const { return host()->value_dtype(cg_, v); }
+  std::optional<std::vector<int64_t>> value_shape(sy_value_id v) const {
+    int64_t dims[SY_MAX_RANK];
+    int32_t r = host()->value_shape(cg_, v, dims, SY_MAX_RANK);
+    if (r < 0) return std::nullopt;
+    return std::vector<int64_t>(dims, dims + r);
+  }
+  std::optional<TensorView> constant(sy_value_id v) const {
+    TensorView t;
+    if (v == SY_NO_VALUE || host()->value_constant(cg_, v, &t.raw) != SY_OK) return std::nullopt;
+    return t;
+  }
+  sy_node_id producer(sy_value_id v) const { return v == SY_NO_VALUE ? -1 : host()->value_producer(cg_, v); }
+  int32_t use_count(sy_value_id v) const { return host()->value_use_count(cg_, v); }
+  bool is_graph_output(sy_value_id v) const { return host()->value_is_graph_output(cg_, v) != 0; }
+
+ protected:
+  const sy_graph* cg_;
+};
+
+// Read-write access for passes.
+class GraphRef : public GraphReader {
+ public:
+  explicit GraphRef(sy_graph* g) : GraphReader(g), g_(g) {}
+  // Adds a node; returns its id and writes the new output values.
+  sy_node_id add_node(const std::string& domain, const std::string& op, const std::string& name,
+                      const std::vector<sy_value_id>& inputs, std::vector<sy_value_id>& outputs, int32_t num_outputs = 1) {
+    outputs.assign(static_cast<size_t>(num_outputs), SY_NO_VALUE);
+    sy_node_id id = -1;
+    check(host()->graph_add_node(g_, domain.c_str(), op.c_str(), name.c_str(), inputs.data(),
+                                 static_cast<int32_t>(inputs.size()), outputs.data(), num_outputs, &id),
+          "graph_add_node");
+    return id;
+  }
+  void set_attr(sy_node_id n, const char* key, int64_t v) { check(host()->node_set_attr_int(g_, n, key, v), key); }
+  void set_attr(sy_node_id n, const char* key, float v) { check(host()->node_set_attr_float(g_, n, key, v), key); }
+  void set_attr(sy_node_id n, const char* key, const std::string& v) {
+    check(host()->node_set_attr_string(g_, n, key, v.c_str()), key);
+  }
+  void set_attr(sy_node_id n, const char* key, const std::vector<int64_t>& v) {
+    check(host()->node_set_attr_ints(g_, n, key, v.data(), static_cast<int32_t>(v.size())), key);
+  }
+  sy_value_id add_constant(const std::string& hint, int32_t dtype, const std::vector<int64_t>& dims, const void* data) {
+    sy_tensor t{dtype, static_cast<int32_t>(dims.size()), dims.data(), const_cast<void*>(data), SY_DEVICE_CPU, 0};
+    sy_value_id v = SY_NO_VALUE;
+    check(host()->graph_add_constant(g_, hint.c_str(), &t, &v), "graph_add_constant");
+    return v;
+  }
+  void set_type(sy_value_id v, int32_t dtype, const std::optional<std::vector<int64_t>>& dims) {
+    check(host()->value_set_type(g_, v, dtype, dims ? dims->data() : nullptr, dims ? static_cast<int32_t>(dims->size()) : -1),
+          "value_set_type");
+  }
+  void replace_all_uses(sy_value_id from, sy_value_id to) { check(host()->graph_replace_all_uses(g_, from, to), "replace_all_uses"); }
+  void remove_node(sy_node_id n) { check(host()->graph_remove_node(g_, n), "remove_node"); }
+
+ private:
+  sy_graph* g_;
+};
+
+// The node a kernel is being created for.
+struct NodeRef {
+  GraphReader graph;
+  sy_node_id node;
+  int64_t opset;
+  int32_t device;
+};
+
+// ------------------------------------------------------------------ kernels
+
+class KernelIO {
+ public:
+  explicit KernelIO(sy_kernel_context* ctx) : ctx_(ctx) {}
+  int32_t input_count() const { return host()->kernel_input_count(ctx_); }
+  int32_t output_count() const { return host()->kernel_output_count(ctx_); }
+  bool has_input(int32_t i) const {
+    sy_tensor t;
+    return i < input_count() && host()->kernel_input(ctx_, i, &t) == SY_OK;
+  }
+  TensorView input(int32_t i) const {
+    TensorView t;
+    check(host()->kernel_input(ctx_, i, &t.raw), "kernel input");
+    return t;
+  }
+  TensorView allocate_output(int32_t i, int32_t dtype, const std::vector<int64_t>& dims) {
+    TensorView t;
+    check(host()->kernel_allocate_output(ctx_, i, dtype, dims.data(), static_cast<int32_t>(dims.size()), &t.raw),
+          "kernel output");
+    return t;
+  }
+  const sy_step_context* step() const { return host()->kernel_step_context(ctx_); }
+  // Host thread pool; fn(begin, end) must not throw.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
+    auto tramp = [](void* user, int64_t b, int64_t e) { (*static_cast<const std::function<void(int64_t, int64_t)>*>(user))(b, e); };
+    check(host()->parallel_for(n, grain, tramp, const_cast<std::function<void(int64_t, int64_t)>*>(&fn)), "parallel_for");
+  }
+
+ private:
+  sy_kernel_context* ctx_;
+};
+
+// ------------------------------------------------------------------ registration
+
+struct KernelSpec {
+  std::string name, version, domain, op_type;
+  int32_t device = SY_DEVICE_CPU;
+  std::vector<int32_t> dtypes;
+  int32_t type_input = 0;
+  int32_t priority = 0;
+};
+
+namespace detail {
+template <typename K>
+struct KernelTrampolines {
+  static sy_status create(void*, const sy_kernel_create_info* info, void** state) {
+    return guard([&] { *state = new K(NodeRef{GraphReader(info->graph), info->node, info->opset, info->device}); });
+  }
+  static sy_status compute(void* state, sy_kernel_context* ctx) {
+    return guard([&] {
+      KernelIO io(ctx);
+      static_cast<K*>(state)->compute(io);
+    });
+  }
+  static void destroy(void* state) { delete static_cast<K*>(state); }
+};
+template <typename P>
+struct PassTrampolines {
+  static sy_status run(void*, sy_graph* g, const sy_options* o, int32_t* changed) {
+    return guard([&] {
+      GraphRef ref(g);
+      *changed = P::run(ref, Options(o)) ? 1 : 0;
+    });
+  }
+};
+}  // namespace detail
+
+// Builds the sy_plugin_info and owns every string and descriptor it points
+// to, for the lifetime of the loaded library.
+class PluginBuilder {
+ public:
+  void info(std::string name, std::string version, std::string description) {
+    name_ = keep(name);
+    version_ = keep(version);
+    description_ = keep(description);
+  }
+
+  template <typename P>
+  void pass(const std::string& name, const std::string& version, const std::string& description,
+            const std::vector<OptionSpec>& options = {}) {
+    auto& d = passes_.emplace_back();
+    d.struct_size = sizeof(sy_pass_desc);
+    d.name = keep(name);
+    d.version = keep(version);
+    d.description = keep(description);
+    set_options(options, d.options, d.num_options);
+    d.run = &detail::PassTrampolines<P>::run;
+  }
+
+  template <typename K>
+  void kernel(const KernelSpec& spec) {
+    auto& d = kernels_.emplace_back();
+    d.struct_size = sizeof(sy_kernel_desc);
+    d.name = keep(spec.name);
+    d.version = keep(spec.version);
+    d.domain = keep(spec.domain);
+    d.op_type = keep(spec.op_type);
+    d.device = spec.device;
+    auto& types = dtype_lists_.emplace_back(spec.dtypes);
+    d.dtypes = types.empty() ? nullptr : types.data();
+    d.num_dtypes = static_cast<int32_t>(types.size());
+    d.type_input = spec.type_input;
+    d.priority = spec.priority;
+    d.create = &detail::KernelTrampolines<K>::create;
+    d.compute = &detail::KernelTrampolines<K>::compute;
+    d.destroy = &detail::KernelTrampolines<K>::destroy;
+  }
+
+  // Raw C descriptors (for the kinds without C++ wrappers yet, or for full
+  // control): the builder keeps a copy; strings must outlive the plugin.
+  void pass_desc(const sy_pass_desc& d) { passes_.push_back(d); }
+  void kernel_desc(const sy_kernel_desc& d) { kernels_.push_back(d); }
+  void scheduler(const sy_scheduler_desc& d) { schedulers_.push_back(d); }
+  void cache(const sy_cache_desc& d) { caches_.push_back(d); }
+  void drafter(const sy_drafter_desc& d) { drafters_.push_back(d); }
+  // Keeps option descriptors alive and returns the array for a raw descriptor.
+  const sy_option_desc* const* options(const std::vector<OptionSpec>& specs, int32_t& count) {
+    const sy_option_desc* const* out = nullptr;
+    set_options(specs, out, count);
+    return out;
+  }
+  const char* keep(const std::string& s) { return strings_.emplace_back(s).c_str(); }
+
+  const sy_plugin_info* finish() {
+    for (auto& d : passes_) pass_ptrs_.push_back(&d);
+    for (auto& d : kernels_) kernel_ptrs_.push_back(&d);
+    for (auto& d : schedulers_) scheduler_ptrs_.push_back(&d);
+    for (auto& d : caches_) cache_ptrs_.push_back(&d);
+    for (auto& d : drafters_) drafter_ptrs_.push_back(&d);
+    info_.struct_size = sizeof(sy_plugin_info);
+    info_.abi_major = SY_PLUGIN_ABI_MAJOR;
+    info_.abi_minor = SY_PLUGIN_ABI_MINOR;
+    info_.name = name_;
+    info_.version = version_;
+    info_.description = description_;
+    info_.passes = pass_ptrs_.data();
+    info_.num_passes = static_cast<int32_t>(pass_ptrs_.size());
+    info_.kernels = kernel_ptrs_.data();
+    info_.num_kernels = static_cast<int32_t>(kernel_ptrs_.size());
+    info_.schedulers = scheduler_ptrs_.data();
+    info_.num_schedulers = static_cast<int32_t>(scheduler_ptrs_.size());
+    info_.caches = cache_ptrs_.data();
+    info_.num_caches = static_cast<int32_t>(cache_ptrs_.size());
+    info_.drafters = drafter_ptrs_.data();
+    info_.num_drafters = static_cast<int32_t>(drafter_ptrs_.size());
+    return &info_;
+  }
+  sy_plugin_info& raw_info() { return info_; }
+
+ private:
+  void set_options(const std::vector<OptionSpec>& specs, const sy_option_desc* const*& out, int32_t& count) {
+    auto& ptrs = option_ptr_lists_.emplace_back();
+    for (const auto& s : specs) {
+      auto& o = options_.emplace_back();
+      o.struct_size = sizeof(sy_option_desc);
+      o.name = keep(s.name);
+      o.type = s.type;
+      o.default_value = s.default_value ? keep(*s.default_value) : nullptr;
+      o.help = keep(s.help);
+      ptrs.push_back(&o);
+    }
+    out = ptrs.empty() ? nullptr : ptrs.data();
+    count = static_cast<int32_t>(ptrs.size());
+  }
+
+  // deques: element addresses stay stable as they grow.
+  std::deque<std::string> strings_;
+  std::deque<sy_pass_desc> passes_;
+  std::deque<sy_kernel_desc> kernels_;
+  std::deque<sy_scheduler_desc> schedulers_;
+  std::deque<sy_cache_desc> caches_;
+  std::deque<sy_drafter_desc> drafters_;
+  std::deque<sy_option_desc> options_;
+  std::deque<std::vector<const sy_option_desc*>> option_ptr_lists_;
+  std::deque<std::vector<int32_t>> dtype_lists_;
+  std::vector<const sy_pass_desc*> pass_ptrs_;
+  std::vector<const sy_kernel_desc*> kernel_ptrs_;
+  std::vector<const sy_scheduler_desc*> scheduler_ptrs_;
+  std::vector<const sy_cache_desc*> cache_ptrs_;
+  std::vector<const sy_drafter_desc*> drafter_ptrs_;
+  const char* name_ = "";
+  const char* version_ = "";
+  const char* description_ = "";
+  sy_plugin_info info_{};
+};
+
+// Common part of the entry point: version check, then the author's setup.
+inline const sy_plugin_info* init_plugin(const sy_host_api* h, void (*setup)(PluginBuilder&)) noexcept {
+  if (!h) return nullptr;
+  host() = h;
+  if (h->abi_major != SY_PLUGIN_ABI_MAJOR) {
+    // The host refuses too; saying it here names the plugin's side.
+    h->set_error("plugin built for ABI major " SY_PLUGIN_STRINGIFY(SY_PLUGIN_ABI_MAJOR) " cannot run in this host");
+    return nullptr;
+  }
+  static std::unique_ptr<PluginBuilder> builder;
+  const sy_plugin_info* result = nullptr;
+  sy_status s = guard([&] {
+    builder = std::make_unique<PluginBuilder>();
+    setup(*builder);
+    result = builder->finish();
+  });
+  return s == SY_OK ? result : nullptr;
+}
+
+}  // namespace sy::plugin
+
+// Defines the exported entry point; the body configures `builder`.
+#define SY_PLUGIN(builder)                                                                        \
+  static void sy_plugin_setup_(::sy::plugin::PluginBuilder& builder);                             \
+  extern "C" SY_PLUGIN_EXPORT const sy_plugin_info* switchyard_plugin_init(const sy_host_api* h) { \
+    return ::sy::plugin::init_plugin(h, &sy_plugin_setup_);                                       \
+  }                                                                                               \
+  static void sy_plugin_setup_(::sy::plugin::PluginBuilder& builder)
+
+#endif  // SWITCHYARD_PLUGIN_HPP_
