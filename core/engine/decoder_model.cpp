@@ -1,6 +1,7 @@
 #include "engine/decoder_model.h"
 
 #include <charconv>
+#include <set>
 
 namespace sy {
 
@@ -100,6 +101,29 @@ void DecoderModel::discover_interface() {
     }
     auto& slot = past.emplace(layer, std::make_pair(-1, -1)).first->second;
     (is_key ? slot.first : slot.second) = static_cast<int>(i);
+  }
+  const Value& lv = g.values[static_cast<size_t>(g.outputs[static_cast<size_t>(logits)].value)];
+  if (lv.shape && !lv.shape->empty() && lv.shape->back().is_static()) vocab_size_ = lv.shape->back().value;
+  // Paged mode: attention fused into PagedAttention nodes that carry their
+  // layer and KV geometry; past inputs stay declared but unused.
+  std::set<int64_t> layers;
+  for (const Node& n : g.nodes) {
+    if (n.dead || n.domain != "switchyard" || n.op_type != "PagedAttention") continue;
+    layers.insert(n.attr_int("layer", -1));
+    kv_heads_ = n.attr_int("kv_heads", 0);
+    head_dim_ = n.attr_int("head_dim", 0);
+  }
+  if (!layers.empty()) {
+    paged_ = true;
+    num_paged_layers_ = static_cast<int>(*layers.rbegin() + 1);
+    SY_CHECK(static_cast<int>(layers.size()) == num_paged_layers_ && *layers.begin() == 0,
+             path_ << ": PagedAttention nodes do not cover layers 0.." << num_paged_layers_ - 1);
+    SY_CHECK(kv_heads_ > 0 && head_dim_ > 0, path_ << ": PagedAttention nodes lack kv_heads/head_dim attributes");
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == position_ids || !executor_->input_used(i),
+               path_ << ": after attention fusion graph input '" << g.values[static_cast<size_t>(g.inputs[i])].name
+                     << "' is still read; some attention subgraph was not fused (see the attention-fusion warnings)");
+    return;
   }
   int expect = 0;
   for (const auto& [layer, kv] : past) {

@@ -46,11 +46,15 @@ class DecoderModel {
   const Graph& graph() const { return executor_->graph(); }
   const std::string& path() const { return path_; }
 
-  int num_layers() const { return static_cast<int>(past_key_inputs_.size()); }
+  int num_layers() const { return paged_ ? num_paged_layers_ : static_cast<int>(past_key_inputs_.size()); }
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
   int64_t max_context() const { return max_context_; }
   bool has_kv_cache() const { return !past_key_inputs_.empty(); }
+  // True when the attention-fusion pass replaced attention with
+  // PagedAttention nodes: the model then runs in the step engine only.
+  bool paged_attention() const { return paged_; }
+  int64_t vocab_size() const { return vocab_size_; }  // -1 if not static
   DType kv_dtype() const { return kv_dtype_; }
 
   // Input/output slots (indices into the executor's input/output lists).
@@ -67,7 +71,9 @@ class DecoderModel {
   std::string path_;
   std::unique_ptr<Executor> executor_;
   std::vector<int> past_key_inputs_, past_value_inputs_, present_key_outputs_, present_value_outputs_;
-  int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096;
+  int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096, vocab_size_ = -1;
+  int num_paged_layers_ = 0;
+  bool paged_ = false;
   DType kv_dtype_ = DType::F32;
 };
 

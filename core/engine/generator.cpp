@@ -18,6 +18,7 @@ struct BaselineGenerator::Batch {
 };
 
 void BaselineGenerator::validate(const std::vector<int>& prompt) const {
+  SY_CHECK(!model_.paged_attention(), model_.path() << ": attention is fused; this model runs in the step engine only");
   SY_CHECK(!prompt.empty(), "the prompt is empty");
   SY_CHECK(static_cast<int64_t>(prompt.size()) <= model_.max_context(),
            "the prompt has " << prompt.size() << " tokens, over the context limit of " << model_.max_context());

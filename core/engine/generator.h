@@ -24,6 +24,7 @@ struct GenerationResult {
   std::string finish_reason;  // "stop" (EOS), "length" (max_tokens), "context" (context limit)
   double ttft_ms = 0;         // start -> first token
   double e2e_ms = 0;          // start -> last token
+  int32_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
   double tpot_ms() const { return tokens.size() > 1 ? (e2e_ms - ttft_ms) / static_cast<double>(tokens.size() - 1) : 0; }
 };
 

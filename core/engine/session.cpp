@@ -61,11 +61,44 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
   mo.executor.forbidden_providers = config.kernels.forbid;
   mo.executor.pinned_providers = config.kernels.pin;
   s->model_ = DecoderModel::load(config.model, s->kernels_, s->threads_.get(), mo, pass_ptrs, &s->report_);
+  DecoderModel& m = *s->model_;
+  if (s->cache_) {
+    SY_CHECK(m.paged_attention(), s->cache_->entry->label()
+                                      << " needs the model's attention fused: add the 'attention-fusion' pass (plugin "
+                                         "switchyard-attention) to 'passes:'");
+    sy_cache_config cc{};
+    cc.struct_size = sizeof(cc);
+    cc.num_layers = m.num_layers();
+    cc.kv_heads = static_cast<int32_t>(m.kv_heads());
+    cc.head_dim = static_cast<int32_t>(m.head_dim());
+    cc.dtype = SY_DTYPE_FLOAT32;
+    cc.device = SY_DEVICE_CPU;
+    cc.block_size = 16;
+    s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->threads_.get());
+    s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_);
+  } else {
+    SY_CHECK(!m.paged_attention(), config.model << ": attention is fused (PagedAttention) but no cache manager is selected: "
+                                                   "set 'cache:' (e.g. paged) in the manifest");
+    s->baseline_ = std::make_unique<BaselineGenerator>(m);
+  }
   return s;
 }
 
+std::vector<GenerationResult> Session::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
+  return step_engine_ ? step_engine_->generate(requests, on_token) : baseline_->generate(requests, on_token);
+}
+
+std::vector<float> Session::last_logits(const std::vector<int>& prompt) {
+  return step_engine_ ? step_engine_->last_logits(prompt) : baseline_->last_logits(prompt);
+}
+
 Session::~Session() {
-  model_.reset();  // kernel instances call into their plugins' destroy first
+  // Engines first, then the cache manager and kernel instances (which call
+  // into their plugins' destroy), then the libraries.
+  step_engine_.reset();
+  baseline_.reset();
+  cache_manager_.reset();
+  model_.reset();
   plugins_.reset();
 }
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine/decoder_model.h"
+#include "engine/generator.h"
+#include "engine/step_engine.h"
 #include "manifest/manifest.h"
 #include "plugin_host/plugin_host.h"
 
@@ -24,6 +26,13 @@ class Session {
   // unknown kernel providers; plugin and model errors name their files.
   static std::unique_ptr<Session> create(const EngineConfig& config);
   ~Session();
+
+  // Runs requests in the mode the configuration selects: the step engine
+  // when a cache manager is selected (with fused attention), else the
+  // baseline padded batch.
+  std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token = {});
+  std::vector<float> last_logits(const std::vector<int>& prompt);
+  StepEngine* step_engine() { return step_engine_.get(); }
 
   DecoderModel& model() { return *model_; }
   ThreadPool& threads() { return *threads_; }
@@ -50,6 +59,9 @@ class Session {
   std::optional<SelectedComponent> scheduler_, cache_, drafter_;
   PreparedGraphReport report_;
   std::unique_ptr<DecoderModel> model_;
+  std::unique_ptr<PluginCacheManager> cache_manager_;
+  std::unique_ptr<StepEngine> step_engine_;
+  std::unique_ptr<BaselineGenerator> baseline_;
 };
 
 }  // namespace sy

@@ -25,6 +25,9 @@ struct KernelContext {
   int num_outputs = 0;
   BufferPool* pool = nullptr;
   ThreadPool* threads = nullptr;
+  // The engine's per-step batch layout (a sy_step_context from plugin.h) in
+  // ragged mode; null in baseline mode.
+  const void* step = nullptr;
 
   const Tensor& input(int i) const;
   bool has_input(int i) const { return i < num_inputs && inputs[i] && inputs[i]->defined(); }

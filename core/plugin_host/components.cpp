@@ -201,12 +201,10 @@ int32_t PluginCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t
            "cache match_prefix");
   return cached;
 }
-void PluginCacheManager::commit(uint64_t seq, const std::vector<int32_t>& tokens) {
+void PluginCacheManager::commit(uint64_t seq, const int32_t* tokens, int32_t count) {
   if (!d_->commit) return;
   PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache commit",
-                    [&] { return d_->commit(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size())); }),
-           "cache commit");
+  pc.check(shielded(lib_->name(), "cache commit", [&] { return d_->commit(state_, seq, tokens, count); }), "cache commit");
 }
 void PluginCacheManager::truncate(uint64_t seq, int32_t length) {
   SY_CHECK(d_->truncate, "plugin '" << lib_->name() << "': this cache manager cannot truncate (no rollback)");

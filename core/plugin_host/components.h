@@ -71,7 +71,7 @@ class PluginCacheManager {
   // false when the cache is full (SY_OUT_OF_MEMORY); other errors throw.
   bool allocate(uint64_t seq, int32_t num_tokens);
   int32_t match_prefix(uint64_t seq, const std::vector<int32_t>& tokens);
-  void commit(uint64_t seq, const std::vector<int32_t>& tokens);
+  void commit(uint64_t seq, const int32_t* tokens, int32_t count);
   void truncate(uint64_t seq, int32_t length);
   void fork(uint64_t parent, uint64_t child);
   void release(uint64_t seq);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -323,6 +324,7 @@ sy_status h_remove_node(sy_graph* g, sy_node_id n) {
 
 int32_t h_kernel_input_count(const sy_kernel_context* c) { return c->ctx->num_inputs; }
 sy_status h_kernel_input(const sy_kernel_context* c, int32_t i, sy_tensor* out) {
+  if (!c || !c->ctx) return SY_INVALID_ARGUMENT;
   if (i < 0 || i >= c->ctx->num_inputs) {
     t_host_error = "kernel input " + std::to_string(i) + " is out of range";
     return SY_INVALID_ARGUMENT;
@@ -345,7 +347,36 @@ sy_status h_kernel_allocate_output(sy_kernel_context* c, int32_t i, int32_t dtyp
     *out = view_of(c->ctx->allocate_output(i, static_cast<DType>(dtype), s));
   });
 }
-const sy_step_context* h_kernel_step_context(const sy_kernel_context* c) { return c->step; }
+const sy_step_context* h_kernel_step_context(const sy_kernel_context* c) {
+  return static_cast<const sy_step_context*>(c->ctx->step);
+}
+
+// ---- graph interface
+
+int32_t h_graph_input_count(const sy_graph* g) { return static_cast<int32_t>(G(g).inputs.size()); }
+sy_value_id h_graph_input(const sy_graph* g, int32_t i) {
+  if (i < 0 || i >= h_graph_input_count(g)) return SY_NO_VALUE;
+  return G(g).inputs[static_cast<size_t>(i)];
+}
+int32_t h_graph_output_count(const sy_graph* g) { return static_cast<int32_t>(G(g).outputs.size()); }
+const char* h_graph_output_name(const sy_graph* g, int32_t i) {
+  if (i < 0 || i >= h_graph_output_count(g)) return "";
+  return G(g).outputs[static_cast<size_t>(i)].name.c_str();
+}
+sy_value_id h_graph_output_value(const sy_graph* g, int32_t i) {
+  if (i < 0 || i >= h_graph_output_count(g)) return SY_NO_VALUE;
+  return G(g).outputs[static_cast<size_t>(i)].value;
+}
+sy_status h_graph_remove_output(sy_graph* g, const char* name) {
+  auto& outs = G(g).outputs;
+  auto it = std::find_if(outs.begin(), outs.end(), [&](const GraphOutput& o) { return o.name == (name ? name : ""); });
+  if (it == outs.end()) {
+    t_host_error = std::string("no graph output named '") + (name ? name : "") + "'";
+    return SY_NOT_FOUND;
+  }
+  outs.erase(it);
+  return SY_OK;
+}
 
 sy_host_api make_table() {
   sy_host_api t{};
@@ -400,6 +431,12 @@ sy_host_api make_table() {
   t.kernel_output_count = h_kernel_output_count;
   t.kernel_allocate_output = h_kernel_allocate_output;
   t.kernel_step_context = h_kernel_step_context;
+  t.graph_input_count = h_graph_input_count;
+  t.graph_input = h_graph_input;
+  t.graph_output_count = h_graph_output_count;
+  t.graph_output_name = h_graph_output_name;
+  t.graph_output_value = h_graph_output_value;
+  t.graph_remove_output = h_graph_remove_output;
   return t;
 }
 

@@ -20,7 +20,6 @@ struct sy_options {
 };
 struct sy_kernel_context {
   sy::KernelContext* ctx;
-  const sy_step_context* step;
 };
 
 namespace sy {

@@ -28,7 +28,7 @@ class PluginKernel : public Kernel {
     }
   }
   void compute(KernelContext& ctx) override {
-    sy_kernel_context c{&ctx, nullptr};
+    sy_kernel_context c{&ctx};
     invoke([&] { return d_->compute(state_, &c); }, "compute");
   }
 

@@ -71,6 +71,8 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
     throw Error(os.str());
   }
   scratch_outputs_.resize(max_outputs);
+  std::vector<int> uses = g.use_counts();
+  for (ValueId in : g.inputs) input_used_.push_back(uses[static_cast<size_t>(in)] > 0);
 }
 
 Executor::~Executor() = default;
@@ -104,11 +106,12 @@ void Executor::check_input(size_t i, const Tensor& t) const {
   }
 }
 
-std::vector<Tensor> Executor::run(std::span<const Tensor> inputs) {
+std::vector<Tensor> Executor::run(std::span<const Tensor> inputs, const void* step) {
   std::lock_guard<std::mutex> lock(run_mu_);
   const Graph& g = *graph_;
   SY_CHECK(inputs.size() == g.inputs.size(), "the graph takes " << g.inputs.size() << " inputs, " << inputs.size() << " given");
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!input_used_[i] && !inputs[i].defined()) continue;
     check_input(i, inputs[i]);
     slots_[static_cast<size_t>(g.inputs[i])] = inputs[i];
   }
@@ -122,6 +125,7 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> inputs) {
   KernelContext ctx;
   ctx.pool = pool_.get();
   ctx.threads = threads_;
+  ctx.step = step;
   ctx.outputs = scratch_outputs_.data();
   try {
     for (Step& s : steps_) {

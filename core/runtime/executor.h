@@ -35,8 +35,11 @@ class Executor {
   ~Executor();
 
   // Inputs in graph-input order; returns outputs in graph-output order.
+  // Inputs that no node reads (e.g. past KV after attention fusion) may be
+  // left undefined. `step` is the engine's sy_step_context in ragged mode.
   // Thread-safe (runs are serialised).
-  std::vector<Tensor> run(std::span<const Tensor> inputs);
+  std::vector<Tensor> run(std::span<const Tensor> inputs, const void* step = nullptr);
+  bool input_used(size_t i) const { return input_used_[i]; }
 
   const Graph& graph() const { return *graph_; }
   int input_index(const std::string& name) const;   // -1 if absent
@@ -61,6 +64,7 @@ class Executor {
   std::vector<Step> steps_;
   std::vector<NodePlacement> placements_;
   std::vector<Tensor> scratch_outputs_;
+  std::vector<bool> input_used_;
   std::mutex run_mu_;
 };
 

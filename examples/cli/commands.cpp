@@ -143,7 +143,6 @@ int cmd_generate(const std::vector<std::string>& args) {
       batch.back().prompt = tok->encode(text, true, false);
     }
   }
-  BaselineGenerator gen(session->model());
   // A single prompt in text mode streams its tokens as they come.
   bool stream = !json && batch.size() == 1;
   int prev = batch[0].prompt.back();
@@ -151,7 +150,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     std::cout << tok->decode(std::vector<int>(batch[0].prompt.begin() + 1, batch[0].prompt.end()), Llama2cTokenizer::kBos)
               << std::flush;
   }
-  auto results = gen.generate(batch, [&](size_t, int t) {
+  auto results = session->generate(batch, [&](size_t, int t) {
     if (!stream) return;
     std::cout << tok->decode_piece(prev, t) << std::flush;
     prev = t;
@@ -193,8 +192,7 @@ int cmd_logits(const std::vector<std::string>& args) {
   auto p = parse(args, d, "usage: switchyard logits (--model M | --manifest F [--profile P]) --prompt-ids 1,2,3 [--json]");
   if (p.help) return 0;
   auto session = Session::create(mf.config());
-  BaselineGenerator gen(session->model());
-  std::vector<float> logits = gen.last_logits(parse_ids(prompt_ids));
+  std::vector<float> logits = session->last_logits(parse_ids(prompt_ids));
   if (json) {
     std::cout << nlohmann::json{{"last_logits", logits}}.dump() << "\n";
   } else {
@@ -295,8 +293,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
   std::printf("passes:%s\n", session->passes().empty() ? " none (built-in simplification only)" : "");
   for (const auto& sp : session->passes())
     std::printf("  %s (%s)%s%s\n", sp.entry->name.c_str(), sp.entry->provider.c_str(), sp.options.all().empty() ? "" : " ", sp.options.str().c_str());
+  const bool stepped = session->step_engine() != nullptr;
+  const std::map<std::string, std::string> defaults = {
+      {"scheduler", stepped ? "built-in FCFS with chunked prefill (step engine)" : "static batch (baseline mode)"},
+      {"cache", "none (baseline mode: past/present KV tensors of the graph)"},
+      {"drafter", "none"}};
   for (const char* key : {"scheduler", "cache", "drafter"})
-    std::printf("%-10s %s\n", key, j[key].is_null() ? "none (baseline: static batch, contiguous past/present KV)"
+    std::printf("%-10s %s\n", key, j[key].is_null() ? defaults.at(key).c_str()
                                                        : (j[key]["name"].get<std::string>() + " (" + j[key]["provider"].get<std::string>() + ")").c_str());
   std::printf("nodes: %zu imported, %zu planned\n", rep.imported_nodes, g.live_node_count());
   std::set<std::string> ops;

@@ -243,6 +243,17 @@ typedef struct sy_host_api {
   sy_status (*kernel_allocate_output)(sy_kernel_context* ctx, int32_t i, int32_t dtype, const int64_t* dims,
                                       int32_t rank, sy_tensor* out);
   const sy_step_context* (*kernel_step_context)(const sy_kernel_context* ctx);
+
+  /* The graph's interface: runtime inputs and named outputs. */
+  int32_t (*graph_input_count)(const sy_graph* g);
+  sy_value_id (*graph_input)(const sy_graph* g, int32_t i);
+  int32_t (*graph_output_count)(const sy_graph* g);
+  const char* (*graph_output_name)(const sy_graph* g, int32_t i);
+  sy_value_id (*graph_output_value)(const sy_graph* g, int32_t i);
+  /* Drops the named graph output (e.g. present.N.* once a cache manager owns
+   * the KV); SY_NOT_FOUND if there is none. Inputs nothing reads any more
+   * need not be fed by the engine. */
+  sy_status (*graph_remove_output)(sy_graph* g, const char* name);
 } sy_host_api;
 
 /* ------------------------------------------------------- component kinds */
@@ -424,7 +435,11 @@ typedef struct sy_plugin_info {
 #define SY_PLUGIN_ENTRY_SYMBOL "switchyard_plugin_init"
 
 /* Every plugin library exports this. Returns NULL on failure after calling
- * host->set_error. The returned description must stay valid until shutdown. */
+ * host->set_error. The returned description must stay valid until the
+ * library is unloaded. The same library may be opened more than once while
+ * it stays mapped (two sessions in one process): init then runs again and
+ * must return a description that is still valid for the earlier callers
+ * (return the same one). shutdown runs once per successful init. */
 typedef const sy_plugin_info* (*sy_plugin_init_fn)(const sy_host_api* host);
 
 #ifdef __cplusplus

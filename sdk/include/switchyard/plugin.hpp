@@ -198,6 +198,11 @@ class GraphReader {
   sy_node_id producer(sy_value_id v) const { return v == SY_NO_VALUE ? -1 : host()->value_producer(cg_, v); }
   int32_t use_count(sy_value_id v) const { return host()->value_use_count(cg_, v); }
   bool is_graph_output(sy_value_id v) const { return host()->value_is_graph_output(cg_, v) != 0; }
+  std::vector<sy_value_id> graph_inputs() const {
+    std::vector<sy_value_id> v;
+    for (int32_t i = 0; i < host()->graph_input_count(cg_); ++i) v.push_back(host()->graph_input(cg_, i));
+    return v;
+  }
 
  protected:
   const sy_graph* cg_;
@@ -235,6 +240,8 @@ class GraphRef : public GraphReader {
     check(host()->value_set_type(g_, v, dtype, dims ? dims->data() : nullptr, dims ? static_cast<int32_t>(dims->size()) : -1),
           "value_set_type");
   }
+  // False when there is no output of that name.
+  bool remove_output(const std::string& name) { return host()->graph_remove_output(g_, name.c_str()) == SY_OK; }
   void replace_all_uses(sy_value_id from, sy_value_id to) { check(host()->graph_replace_all_uses(g_, from, to), "replace_all_uses"); }
   void remove_node(sy_node_id n) { check(host()->graph_remove_node(g_, n), "remove_node"); }
 
@@ -446,12 +453,16 @@ inline const sy_plugin_info* init_plugin(const sy_host_api* h, void (*setup)(Plu
     h->set_error("plugin built for ABI major " SY_PLUGIN_STRINGIFY(SY_PLUGIN_ABI_MAJOR) " cannot run in this host");
     return nullptr;
   }
+  // A library opened twice (two sessions, two hosts) is mapped once and its
+  // init runs again: hand out the same description, never free one in use.
   static std::unique_ptr<PluginBuilder> builder;
-  const sy_plugin_info* result = nullptr;
+  static const sy_plugin_info* result = nullptr;
+  if (result) return result;
   sy_status s = guard([&] {
-    builder = std::make_unique<PluginBuilder>();
-    setup(*builder);
-    result = builder->finish();
+    auto b = std::make_unique<PluginBuilder>();
+    setup(*b);
+    result = b->finish();
+    builder = std::move(b);
   });
   return s == SY_OK ? result : nullptr;
 }

@@ -1,0 +1,221 @@
+#include "block_cache.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace sy_cache {
+
+BlockCache::BlockCache(const Config& c, const sy_host_api* host) : c_(c), host_(host) {
+  if (c.block_size <= 0 || c.num_blocks <= 0 || c.layers <= 0 || c.kv_heads <= 0 || c.head_dim <= 0)
+    throw std::invalid_argument("cache: layers, kv_heads, head_dim, block_size and num_blocks must be positive");
+  if (c.num_blocks > INT32_MAX) throw std::invalid_argument("cache: too many blocks");
+  block_floats_ = static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(c.head_dim);
+  size_t bytes = block_floats_ * static_cast<size_t>(c.num_blocks) * sizeof(float);
+  for (int32_t l = 0; l < c.layers; ++l) {
+    auto* k = static_cast<float*>(host_->alloc(bytes, 64));
+    auto* v = static_cast<float*>(host_->alloc(bytes, 64));
+    if (!k || !v) {
+      host_->free(k);
+      host_->free(v);
+      throw std::bad_alloc();
+    }
+    k_.push_back(k);
+    v_.push_back(v);
+  }
+  refs_.assign(static_cast<size_t>(c.num_blocks), 0);
+  for (int64_t b = c.num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+BlockCache::~BlockCache() {
+  for (float* p : k_) host_->free(p);
+  for (float* p : v_) host_->free(p);
+}
+
+uint64_t BlockCache::chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
+  uint64_t h = 1469598103934665603ull ^ (parent * 1099511628211ull);
+  for (int32_t i = 0; i < n; ++i) {
+    h ^= static_cast<uint32_t>(tokens[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+BlockCache::Seq& BlockCache::seq(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) throw std::out_of_range("cache: unknown sequence " + std::to_string(id));
+  return it->second;
+}
+
+const std::vector<int32_t>& BlockCache::table(uint64_t id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) throw std::out_of_range("cache: unknown sequence " + std::to_string(id));
+  return it->second.blocks;
+}
+
+void BlockCache::uncache(int32_t b) {
+  auto it = cached_.find(b);
+  if (it == cached_.end()) return;
+  auto range = by_hash_.equal_range(it->second.hash);
+  for (auto h = range.first; h != range.second; ++h)
+    if (h->second == b) {
+      by_hash_.erase(h);
+      break;
+    }
+  if (it->second.in_lru) lru_.erase(it->second.lru);
+  cached_.erase(it);
+}
+
+int32_t BlockCache::take_block() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else {
+    b = lru_.front();  // callers checked free_blocks() first
+    uncache(b);
+  }
+  refs_[static_cast<size_t>(b)] = 1;
+  return b;
+}
+
+void BlockCache::drop_ref(int32_t b) {
+  if (--refs_[static_cast<size_t>(b)] > 0) return;
+  auto it = cached_.find(b);
+  if (it != cached_.end()) {
+    it->second.lru = lru_.insert(lru_.end(), b);
+    it->second.in_lru = true;
+  } else {
+    free_.push_back(b);
+  }
+}
+
+void BlockCache::copy_block(int32_t from, int32_t to) {
+  size_t bytes = block_floats_ * sizeof(float);
+  for (int32_t l = 0; l < c_.layers; ++l) {
+    std::memcpy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
+    std::memcpy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
+  }
+}
+
+bool BlockCache::allocate(uint64_t id, int32_t n) {
+  if (n < 0) throw std::invalid_argument("cache: negative token count");
+  bool fresh = !seqs_.count(id);
+  Seq& s = seqs_[id];
+  const int32_t B = c_.block_size;
+  int64_t need = (static_cast<int64_t>(s.length) + n + B - 1) / B - static_cast<int64_t>(s.blocks.size());
+  // Writing into a partly filled last block that another sequence shares: copy it first.
+  bool cow = n > 0 && s.length % B != 0 && refs_[static_cast<size_t>(s.blocks.back())] > 1;
+  int64_t required = std::max<int64_t>(need, 0) + (cow ? 1 : 0);
+  if (required > free_blocks()) {
+    if (fresh) seqs_.erase(id);
+    return false;
+  }
+  if (cow) {
+    int32_t old = s.blocks.back();
+    int32_t nb = take_block();
+    copy_block(old, nb);
+    drop_ref(old);
+    s.blocks.back() = nb;
+  }
+  for (int64_t i = 0; i < need; ++i) s.blocks.push_back(take_block());
+  s.length += n;
+  return true;
+}
+
+int32_t BlockCache::match_prefix(uint64_t id, const int32_t* tokens, int32_t n) {
+  if (!c_.prefix_caching || n <= 0) return 0;
+  Seq& s = seqs_[id];
+  if (!s.blocks.empty()) throw std::logic_error("cache: match_prefix on a sequence that already has blocks");
+  prefix_queries += n;
+  const int32_t B = c_.block_size;
+  int32_t max_blocks = (n - 1) / B;  // at least one token is left to compute
+  int32_t parent = -1;
+  uint64_t h = 0;
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    uint64_t hi = chain_hash(h, tokens + static_cast<ptrdiff_t>(i) * B, B);
+    int32_t found = -1;
+    auto range = by_hash_.equal_range(hi);
+    for (auto it = range.first; it != range.second && found < 0; ++it) {
+      const Cached& c = cached_.at(it->second);
+      if (c.parent == parent && std::equal(c.tokens.begin(), c.tokens.end(), tokens + static_cast<ptrdiff_t>(i) * B)) found = it->second;
+    }
+    if (found < 0) break;
+    Cached& c = cached_.at(found);
+    if (c.in_lru) {
+      lru_.erase(c.lru);
+      c.in_lru = false;
+    }
+    ++refs_[static_cast<size_t>(found)];
+    s.blocks.push_back(found);
+    parent = found;
+    h = hi;
+  }
+  if (s.blocks.empty()) {
+    seqs_.erase(id);  // nothing matched: the sequence starts with allocate
+    return 0;
+  }
+  s.length = static_cast<int32_t>(s.blocks.size()) * B;
+  s.committed = static_cast<int32_t>(s.blocks.size());
+  s.last_hash = h;
+  prefix_hits += s.length;
+  return s.length;
+}
+
+void BlockCache::commit(uint64_t id, const int32_t* tokens, int32_t n) {
+  if (!c_.prefix_caching) return;
+  Seq& s = seq(id);
+  const int32_t B = c_.block_size;
+  int32_t full = std::min(n, s.length) / B;
+  for (int32_t i = s.committed; i < full; ++i) {
+    int32_t b = s.blocks[static_cast<size_t>(i)];
+    uint64_t h = chain_hash(s.last_hash, tokens + static_cast<ptrdiff_t>(i) * B, B);
+    if (!cached_.count(b)) {
+      Cached c;
+      c.hash = h;
+      c.parent = i > 0 ? s.blocks[static_cast<size_t>(i - 1)] : -1;
+      c.tokens.assign(tokens + static_cast<ptrdiff_t>(i) * B, tokens + static_cast<ptrdiff_t>(i + 1) * B);
+      cached_.emplace(b, std::move(c));
+      by_hash_.emplace(h, b);
+    }
+    s.last_hash = h;
+    s.committed = i + 1;
+  }
+}
+
+void BlockCache::truncate(uint64_t id, int32_t length) {
+  Seq& s = seq(id);
+  if (length < 0) throw std::invalid_argument("cache: negative length");
+  if (length >= s.length) return;
+  const int32_t B = c_.block_size;
+  size_t keep = static_cast<size_t>((length + B - 1) / B);
+  while (s.blocks.size() > keep) {
+    drop_ref(s.blocks.back());
+    s.blocks.pop_back();
+  }
+  s.length = length;
+  if (s.committed > length / B) {
+    s.committed = length / B;
+    s.last_hash = s.committed > 0 ? cached_.at(s.blocks[static_cast<size_t>(s.committed - 1)]).hash : 0;
+  }
+  // A registered block that this sequence alone will now overwrite must stop
+  // being findable; a shared one is copied on the next allocate instead.
+  if (length % B != 0) {
+    int32_t last = s.blocks.back();
+    if (refs_[static_cast<size_t>(last)] == 1) uncache(last);
+  }
+}
+
+void BlockCache::fork(uint64_t parent, uint64_t child) {
+  if (seqs_.count(child)) throw std::invalid_argument("cache: fork target " + std::to_string(child) + " exists");
+  Seq copy = seq(parent);
+  for (int32_t b : copy.blocks) ++refs_[static_cast<size_t>(b)];
+  seqs_.emplace(child, std::move(copy));
+}
+
+void BlockCache::release(uint64_t id) {
+  Seq& s = seq(id);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) drop_ref(*it);
+  seqs_.erase(id);
+}
+
+}  // namespace sy_cache

@@ -1,0 +1,80 @@
+// A block-based KV cache: fixed-size blocks from a free list, per-sequence
+// block tables, reference counts, and optionally prefix caching (full blocks
+// found by a hash chained with their prefix, verified token by token, reused
+// across requests, LRU eviction of unreferenced blocks, copy-on-write when a
+// sequence writes into a shared block).
+//
+// "contiguous" is this cache with one block the size of a whole sequence;
+// "paged" uses small blocks; "prefix-caching" adds the sharing.
+#pragma once
+#include <cstdint>
+#include <list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <switchyard/plugin.h>
+
+namespace sy_cache {
+
+struct Config {
+  int32_t layers, kv_heads, head_dim, block_size;
+  int64_t num_blocks;
+  bool prefix_caching;
+};
+
+class BlockCache {
+ public:
+  BlockCache(const Config& c, const sy_host_api* host);
+  ~BlockCache();
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+
+  // Room for n more tokens of seq; false (and no change) when the cache is full.
+  bool allocate(uint64_t seq, int32_t n);
+  int32_t match_prefix(uint64_t seq, const int32_t* tokens, int32_t n);
+  void commit(uint64_t seq, const int32_t* tokens, int32_t n);
+  void truncate(uint64_t seq, int32_t length);
+  void fork(uint64_t parent, uint64_t child);
+  void release(uint64_t seq);
+  const std::vector<int32_t>& table(uint64_t seq) const;
+  float* keys(int32_t layer) { return k_[static_cast<size_t>(layer)]; }
+  float* values(int32_t layer) { return v_[static_cast<size_t>(layer)]; }
+  const Config& config() const { return c_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
+  int64_t prefix_queries = 0, prefix_hits = 0;
+
+ private:
+  struct Seq {
+    std::vector<int32_t> blocks;
+    int32_t length = 0;     // tokens reserved
+    int32_t committed = 0;  // full blocks registered for sharing
+    uint64_t last_hash = 0;
+  };
+  struct Cached {
+    uint64_t hash;
+    int32_t parent;  // previous block in the chain, -1 for the first
+    std::vector<int32_t> tokens;
+    std::list<int32_t>::iterator lru;  // valid while unreferenced
+    bool in_lru = false;
+  };
+  int32_t take_block();  // from the free list, else evict the least recently used cached block
+  void drop_ref(int32_t block);
+  void uncache(int32_t block);
+  void copy_block(int32_t from, int32_t to);
+  Seq& seq(uint64_t id);
+  static uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n);
+
+  Config c_;
+  const sy_host_api* host_;
+  size_t block_floats_;
+  std::vector<float*> k_, v_;
+  std::vector<int32_t> free_;
+  std::vector<int32_t> refs_;
+  std::unordered_map<uint64_t, Seq> seqs_;
+  std::unordered_map<int32_t, Cached> cached_;         // block -> its identity
+  std::unordered_multimap<uint64_t, int32_t> by_hash_;  // hash -> block
+  std::list<int32_t> lru_;                              // unreferenced cached blocks, oldest first
+};
+
+}  // namespace sy_cache
