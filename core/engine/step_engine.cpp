@@ -72,6 +72,25 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
     tables.push_back(cache_.block_table(b.seq->id));
     max_blocks = std::max(max_blocks, static_cast<int32_t>(tables.back().size()));
   }
+  // Paging waste: slots held in blocks minus tokens stored (windowed-out
+  // blocks, marked -1, hold nothing).
+  int64_t waste_sum = 0;
+  bool any_prefill = false, any_decode = false;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    int64_t held = 0, first_kept = -1;
+    for (size_t k = 0; k < tables[i].size(); ++k)
+      if (tables[i][k] >= 0) {
+        ++held;
+        if (first_kept < 0) first_kept = static_cast<int64_t>(k);
+      }
+    int64_t stored = context_len[i] - std::max<int64_t>(first_kept, 0) * block_size_;
+    int64_t waste = held * block_size_ - stored;
+    waste_sum += waste;
+    metrics_.max_waste_tokens = std::max(metrics_.max_waste_tokens, waste);
+    (batch[i].tokens > 1 || batch[i].seq->computed + batch[i].tokens < static_cast<int32_t>(batch[i].seq->tokens.size()) ? any_prefill : any_decode) = true;
+  }
+  metrics_.max_mean_waste_tokens = std::max(metrics_.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
+  metrics_.mixed_steps += any_prefill && any_decode;
   std::vector<int32_t> flat(static_cast<size_t>(max_blocks) * batch.size(), 0);
   for (size_t i = 0; i < tables.size(); ++i) std::copy(tables[i].begin(), tables[i].end(), flat.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(max_blocks)));
   std::vector<int64_t> positions(pos.data<int64_t>(), pos.data<int64_t>() + T);

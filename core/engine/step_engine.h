@@ -25,8 +25,13 @@ struct StepEngineMetrics {
   int64_t cached_tokens = 0;    // of those, found in the prefix cache
   int64_t computed_tokens = 0;  // tokens run through the model
   int64_t preemptions = 0;
+  int64_t mixed_steps = 0;      // steps that ran prefill chunks and decode tokens together
   int32_t total_blocks = 0;
   int32_t peak_used_blocks = 0;
+  // KV slots held but not holding a token, per sequence: the worst step's
+  // average over its sequences, and the worst single sequence.
+  double max_mean_waste_tokens = 0;
+  int64_t max_waste_tokens = 0;
   double prefix_hit_rate() const { return prompt_tokens ? static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens) : 0.0; }
 };
 

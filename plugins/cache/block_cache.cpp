@@ -118,7 +118,18 @@ bool BlockCache::allocate(uint64_t id, int32_t n) {
     s.blocks.back() = nb;
   }
   for (int64_t i = 0; i < need; ++i) s.blocks.push_back(take_block());
+  int32_t old_length = s.length;
   s.length += n;
+  if (c_.window > 0) {
+    // The earliest query of this step sits at old_length and sees keys from
+    // old_length - window + 1 on: blocks wholly before that are never read again.
+    int64_t first_needed = static_cast<int64_t>(old_length) - c_.window + 1;
+    for (size_t i = 0; i < s.blocks.size() && static_cast<int64_t>(i + 1) * B <= first_needed; ++i)
+      if (s.blocks[i] >= 0) {
+        drop_ref(s.blocks[i]);
+        s.blocks[i] = -1;
+      }
+  }
   return true;
 }
 
@@ -168,6 +179,7 @@ void BlockCache::commit(uint64_t id, const int32_t* tokens, int32_t n) {
   int32_t full = std::min(n, s.length) / B;
   for (int32_t i = s.committed; i < full; ++i) {
     int32_t b = s.blocks[static_cast<size_t>(i)];
+    if (b < 0) return;  // windowed-out blocks cannot be shared
     uint64_t h = chain_hash(s.last_hash, tokens + static_cast<ptrdiff_t>(i) * B, B);
     if (!cached_.count(b)) {
       Cached c;
@@ -189,7 +201,7 @@ void BlockCache::truncate(uint64_t id, int32_t length) {
   const int32_t B = c_.block_size;
   size_t keep = static_cast<size_t>((length + B - 1) / B);
   while (s.blocks.size() > keep) {
-    drop_ref(s.blocks.back());
+    if (s.blocks.back() >= 0) drop_ref(s.blocks.back());
     s.blocks.pop_back();
   }
   s.length = length;
@@ -208,13 +220,15 @@ void BlockCache::truncate(uint64_t id, int32_t length) {
 void BlockCache::fork(uint64_t parent, uint64_t child) {
   if (seqs_.count(child)) throw std::invalid_argument("cache: fork target " + std::to_string(child) + " exists");
   Seq copy = seq(parent);
-  for (int32_t b : copy.blocks) ++refs_[static_cast<size_t>(b)];
+  for (int32_t b : copy.blocks)
+    if (b >= 0) ++refs_[static_cast<size_t>(b)];
   seqs_.emplace(child, std::move(copy));
 }
 
 void BlockCache::release(uint64_t id) {
   Seq& s = seq(id);
-  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) drop_ref(*it);
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it)
+    if (*it >= 0) drop_ref(*it);
   seqs_.erase(id);
 }
 

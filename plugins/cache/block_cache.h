@@ -21,6 +21,9 @@ struct Config {
   int32_t layers, kv_heads, head_dim, block_size;
   int64_t num_blocks;
   bool prefix_caching;
+  // Sliding-window attention: blocks wholly before the window of every
+  // future query are freed (their table entries become -1). 0 = off.
+  int32_t window = 0;
 };
 
 class BlockCache {

@@ -39,7 +39,15 @@ sy_status create(void*, const sy_cache_config* c, const sy_options* o, void** ou
       cfg.block_size = static_cast<int32_t>(opts.get_int("block_size"));
     }
     if (cfg.block_size <= 0) throw sy::plugin::Error("block size must be positive", SY_INVALID_ARGUMENT);
+    cfg.window = static_cast<int32_t>(opts.get_int("window"));
+    if (cfg.window < 0) throw sy::plugin::Error("window must be >= 0", SY_INVALID_ARGUMENT);
+    if (cfg.window > 0 && K == Kind::Contiguous) throw sy::plugin::Error("window needs a paged cache", SY_INVALID_ARGUMENT);
     cfg.num_blocks = blocks_for_budget(c, cfg.block_size, budget_mb);
+    if (K != Kind::Contiguous) {
+      int64_t fixed = opts.get_int("num_blocks");
+      if (fixed < 0) throw sy::plugin::Error("num_blocks must be >= 0", SY_INVALID_ARGUMENT);
+      if (fixed > 0) cfg.num_blocks = fixed;
+    }
     auto s = std::make_unique<State>();
     s->cache = std::make_unique<BlockCache>(cfg, sy::plugin::host());
     s->dims = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim};
@@ -121,12 +129,14 @@ SY_PLUGIN(builder) {
   using sy::plugin::option_int;
   builder.info("switchyard-cache", "1.0.0", "KV-cache managers: contiguous, paged, prefix-caching");
   auto budget = option_int("budget_mb", "64", "KV memory for all layers, keys and values (MiB)");
+  auto num_blocks = option_int("num_blocks", "0", "blocks of KV storage (0: as many as budget_mb holds)");
+  auto window = option_int("window", "0", "sliding window of the attention (same as the pass's): free blocks outside it");
   builder.cache(describe<Kind::Contiguous>(builder, "contiguous", "one region of max_seq_len tokens per sequence",
-                                           {option_int("max_seq_len", "1024", "tokens per sequence region"), budget}));
+                                           {option_int("max_seq_len", "1024", "tokens per sequence region"), budget, window}));
   builder.cache(describe<Kind::Paged>(builder, "paged", "fixed-size blocks, free list, block tables, reference counts",
-                                      {option_int("block_size", "16", "tokens per block"), budget}));
+                                      {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window}));
   builder.cache(describe<Kind::Prefix>(builder, "prefix-caching",
                                        "paged, with full blocks shared across requests by a hash chained with their "
                                        "prefix; LRU eviction; copy-on-write",
-                                       {option_int("block_size", "16", "tokens per block"), budget}));
+                                       {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window}));
 }

@@ -1,0 +1,29 @@
+// Engine configurations with the first-party attention and cache plugins.
+#pragma once
+#include <map>
+#include <string>
+
+#include "engine/session.h"
+#include "test_support.h"
+
+namespace sy::test {
+
+// `cache` empty: baseline mode (no fusion). Options as "key=value".
+inline EngineConfig paged_config(const std::string& model_stem, const std::string& cache,
+                                 const std::map<std::string, std::string>& cache_options = {},
+                                 const std::map<std::string, std::string>& pass_options = {}) {
+  EngineConfig c;
+  c.model = model_path(model_stem + ".onnx");
+  c.threads = 2;
+  c.plugins = {PluginSpec{SY_ATTENTION_PLUGIN, std::nullopt, "test"}, PluginSpec{SY_CACHE_PLUGIN, std::nullopt, "test"}};
+  if (cache.empty()) return c;
+  ComponentSelection pass{"attention-fusion", {}, "test: passes[0]"};
+  for (const auto& [k, v] : pass_options) pass.options[k] = RawOption{v, "test: pass option " + k};
+  c.passes.push_back(pass);
+  ComponentSelection cs{cache, {}, "test: cache"};
+  for (const auto& [k, v] : cache_options) cs.options[k] = RawOption{v, "test: cache option " + k};
+  c.cache = cs;
+  return c;
+}
+
+}  // namespace sy::test

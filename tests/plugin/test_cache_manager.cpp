@@ -1,0 +1,102 @@
+// The cache managers through the cache ABI: block accounting, prefix reuse
+// verified token by token, LRU eviction, copy-on-write, truncation.
+#include <gtest/gtest.h>
+
+#include "step_support.h"
+
+namespace sy {
+namespace {
+
+struct Cache {
+  ThreadPool threads{1};
+  KernelRegistry kernels = KernelRegistry::with_builtins();
+  ComponentRegistry components = ComponentRegistry::with_builtins();
+  PluginHost host{kernels, components, &threads};
+  std::unique_ptr<PluginCacheManager> cache;
+  Cache(const std::string& name, int blocks, int block_size = 4) {
+    host.load(SY_CACHE_PLUGIN);
+    const auto& e = components.get(ComponentKind::Cache, name, "t");
+    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0};
+    auto opts = OptionValues::validate(
+        e.options, {{"block_size", {std::to_string(block_size), "t"}}, {"num_blocks", {std::to_string(blocks), "t"}}}, e.label());
+    cache = std::make_unique<PluginCacheManager>(e, cfg, opts, &threads);
+  }
+  // Writes a recognisable value into every slot of seq's blocks.
+  float* key_block(int32_t block) {
+    auto [k, v] = cache->storage(0);
+    return static_cast<float*>(k.data) + static_cast<int64_t>(block) * k.dims[1] * k.dims[2] * k.dims[3];
+  }
+};
+
+std::vector<int32_t> seq_tokens(int n, int base = 100) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(base + i);
+  return t;
+}
+
+TEST(CacheManager, PagedAccountingAndFull) {
+  Cache c("paged", 4);
+  EXPECT_TRUE(c.cache->allocate(1, 5));  // 2 blocks
+  EXPECT_EQ(c.cache->block_table(1).size(), 2u);
+  EXPECT_TRUE(c.cache->allocate(1, 3));  // fills block 2 exactly
+  EXPECT_EQ(c.cache->block_table(1).size(), 2u);
+  EXPECT_TRUE(c.cache->allocate(2, 8));
+  EXPECT_FALSE(c.cache->allocate(2, 1));  // full: nothing changes
+  EXPECT_EQ(c.cache->block_table(2).size(), 2u);
+  EXPECT_EQ(c.cache->stats().free_blocks, 0);
+  c.cache->release(1);
+  EXPECT_EQ(c.cache->stats().free_blocks, 2);
+  EXPECT_TRUE(c.cache->allocate(2, 1));
+}
+
+TEST(CacheManager, PrefixReuseIsExactAndEvictsLeastRecentlyUsed) {
+  Cache c("prefix-caching", 6);
+  auto a = seq_tokens(9);
+  ASSERT_EQ(c.cache->match_prefix(1, a), 0);
+  ASSERT_TRUE(c.cache->allocate(1, 9));
+  c.cache->commit(1, a.data(), 9);
+  auto blocks_a = c.cache->block_table(1);
+  c.cache->release(1);  // its two full blocks stay cached (unreferenced)
+  // Same first 8 tokens: both full blocks reused.
+  auto b = a;
+  b[8] = 999;
+  EXPECT_EQ(c.cache->match_prefix(2, b), 8);
+  EXPECT_EQ(c.cache->block_table(2)[0], blocks_a[0]);
+  EXPECT_EQ(c.cache->block_table(2)[1], blocks_a[1]);
+  c.cache->release(2);
+  // A different second block: only the first matches (token-verified chain).
+  auto d = a;
+  d[5] = 7;
+  EXPECT_EQ(c.cache->match_prefix(3, d), 4);
+  c.cache->release(3);
+  // Filling the cache evicts unreferenced cached blocks; then nothing matches.
+  ASSERT_TRUE(c.cache->allocate(4, 24));
+  c.cache->release(4);
+  EXPECT_EQ(c.cache->match_prefix(5, a), 0);
+  auto s = c.cache->stats();
+  EXPECT_EQ(s.prefix_hits, 12);
+}
+
+TEST(CacheManager, CopyOnWriteAfterForkAndTruncate) {
+  Cache c("paged", 8);
+  ASSERT_TRUE(c.cache->allocate(1, 6));  // blocks: full + half
+  auto parent = c.cache->block_table(1);
+  c.key_block(parent[1])[0] = 42.f;
+  c.cache->fork(1, 2);
+  EXPECT_EQ(c.cache->block_table(2), parent);
+  ASSERT_TRUE(c.cache->allocate(2, 1));  // writes into the shared half block: copied first
+  auto child = c.cache->block_table(2);
+  EXPECT_EQ(child[0], parent[0]);  // the full block stays shared
+  EXPECT_NE(child[1], parent[1]);
+  EXPECT_EQ(c.key_block(child[1])[0], 42.f);  // with the parent's data
+  EXPECT_EQ(c.cache->block_table(1), parent);
+  // Rolling back below a block boundary frees the blocks past it.
+  size_t free_before = static_cast<size_t>(c.cache->stats().free_blocks);
+  ASSERT_TRUE(c.cache->allocate(1, 10));  // 16 tokens: 4 blocks
+  c.cache->truncate(1, 6);
+  EXPECT_EQ(c.cache->block_table(1).size(), 2u);
+  EXPECT_EQ(static_cast<size_t>(c.cache->stats().free_blocks), free_before);
+}
+
+}  // namespace
+}  // namespace sy
