@@ -231,13 +231,13 @@ std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationR
   return out;
 }
 
-std::vector<float> StepEngine::last_logits(const std::vector<int>& prompt) {
+Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
   GenerationRequest r;
   r.prompt = prompt;
   validate(r);
   Seq s{next_id_++, 0, &r, std::vector<int32_t>(prompt.begin(), prompt.end()), 0, Sampler(r.sampling), {}, false};
-  // One forward over the whole prompt, without the prefix cache, so the
-  // logits come from computing every position.
+  // One forward over the whole prompt, without the prefix cache, so every
+  // position is computed.
   SY_CHECK(cache_.allocate(s.id, static_cast<int32_t>(prompt.size())), "the prompt does not fit the KV cache");
   Tensor logits;
   try {
@@ -247,8 +247,13 @@ std::vector<float> StepEngine::last_logits(const std::vector<int>& prompt) {
     throw;
   }
   cache_.release(s.id);
-  const int64_t V = logits.dim(2);
-  const float* row = logits.data<float>() + (static_cast<int64_t>(prompt.size()) - 1) * V;
+  return logits.reshaped(Shape{logits.dim(1), logits.dim(2)});
+}
+
+std::vector<float> StepEngine::last_logits(const std::vector<int>& prompt) {
+  Tensor logits = prompt_logits(prompt);
+  const int64_t V = logits.dim(1);
+  const float* row = logits.data<float>() + (logits.dim(0) - 1) * V;
   return std::vector<float>(row, row + V);
 }
 

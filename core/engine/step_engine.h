@@ -42,6 +42,9 @@ class StepEngine {
 
   std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token = {});
   std::vector<float> last_logits(const std::vector<int>& prompt);
+  // Logits [tokens, vocab] at every position of one prompt, computed in one
+  // forward (teacher forcing, for quality measurements).
+  Tensor prompt_logits(const std::vector<int>& prompt);
   const StepEngineMetrics& metrics() const { return metrics_; }
   PluginCacheManager& cache() { return cache_; }
 

@@ -155,6 +155,12 @@ int cmd_generate(const std::vector<std::string>& args) {
     std::cout << tok->decode_piece(prev, t) << std::flush;
     prev = t;
   });
+  if (StepEngine* se = session->step_engine(); se && !json) {
+    const auto& m = se->metrics();
+    std::fprintf(stderr, "[step engine: %lld steps, KV blocks peak %d of %d, prefix cache hit rate %.3f (%lld of %lld prompt tokens), %lld preemptions]\n",
+                 static_cast<long long>(m.steps), m.peak_used_blocks, m.total_blocks, m.prefix_hit_rate(),
+                 static_cast<long long>(m.cached_tokens), static_cast<long long>(m.prompt_tokens), static_cast<long long>(m.preemptions));
+  }
   for (size_t r = 0; r < batch.size(); ++r) {
     const auto& res = results[r];
     double e2e_s = res.e2e_ms / 1000.0;
@@ -165,6 +171,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       j["ids"] = res.tokens;
       j["text"] = tok ? tok->decode(res.tokens, batch[r].prompt.back()) : "";
       j["finish_reason"] = res.finish_reason;
+      j["cached_tokens"] = res.cached_tokens;
       j["metrics"] = {{"ttft_ms", res.ttft_ms}, {"tpot_ms", res.tpot_ms()}, {"tokens_per_s", tps}};
       std::cout << j.dump() << "\n";
     } else {

@@ -205,6 +205,22 @@ TEST(KvStrategies, FewerHeadsAndWindowShrinkTheCache) {
   EXPECT_THROW(Session::create(paged_config("llama_mha_tiny_random", "paged", {}, {{"kv_heads", "4"}})), Error);
 }
 
+TEST(Modes, SwappingIsAManifestChange) {
+  // examples/manifests/stories.yaml: one manifest, four profiles, one binary.
+  ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
+  Manifest m = Manifest::load(SY_STORIES_MANIFEST);
+  std::vector<int> first;
+  for (const char* profile : {"baseline", "contiguous", "paged", "prefix"}) {
+    auto s = Session::create(m.resolve(profile));
+    EXPECT_EQ(s->step_engine() != nullptr, std::string(profile) != "baseline");
+    auto r = s->generate(six_requests());
+    std::vector<int> all;
+    for (const auto& x : r) all.insert(all.end(), x.tokens.begin(), x.tokens.end());
+    if (first.empty()) first = all;
+    EXPECT_EQ(all, first) << profile;
+  }
+}
+
 TEST(Modes, CacheWithoutFusionAndFusionWithoutCacheAreErrors) {
   auto c = paged_config("stories260K", "paged");
   c.passes.clear();
