@@ -134,6 +134,7 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
       GenerationResult& res = results[r];
       if (res.tokens.empty()) res.ttft_ms = now;
       res.tokens.push_back(tok);
+      res.token_ms.push_back(now);
       res.e2e_ms = now;
       if (on_token) on_token(r, tok);
       step_tokens[r][0] = tok;

@@ -7,29 +7,10 @@
 #include <vector>
 
 #include "engine/decoder_model.h"
+#include "engine/request.h"
 #include "engine/sampler.h"
 
 namespace sy {
-
-struct GenerationRequest {
-  std::vector<int> prompt;  // token ids, BOS included by the caller
-  int max_tokens = 256;
-  SamplingParams sampling;
-  bool stop_at_eos = true;
-  int eos_id = 2;
-};
-
-struct GenerationResult {
-  std::vector<int> tokens;    // generated ids (the stop token included when hit)
-  std::string finish_reason;  // "stop" (EOS), "length" (max_tokens), "context" (context limit)
-  double ttft_ms = 0;         // start -> first token
-  double e2e_ms = 0;          // start -> last token
-  int32_t cached_tokens = 0;  // prompt tokens reused from the prefix cache
-  double tpot_ms() const { return tokens.size() > 1 ? (e2e_ms - ttft_ms) / static_cast<double>(tokens.size() - 1) : 0; }
-};
-
-// Called for every generated token: (row in the batch, token id).
-using TokenCallback = std::function<void(size_t, int)>;
 
 class BaselineGenerator {
  public:

@@ -75,8 +75,13 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     cc.device = SY_DEVICE_CPU;
     cc.block_size = 16;
     s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->threads_.get());
-    s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_);
+    if (s->scheduler_)
+      s->scheduler_instance_ = std::make_unique<PluginScheduler>(*s->scheduler_->entry, s->scheduler_->options, s->threads_.get());
+    s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_, s->scheduler_instance_.get(),
+                                                   StepEngineOptions{config.max_batch_tokens, config.max_seqs});
   } else {
+    SY_CHECK(!s->scheduler_, s->scheduler_->entry->label() << " drives the step engine: select a cache manager ('cache:') "
+                                                              "and the attention-fusion pass");
     SY_CHECK(!m.paged_attention(), config.model << ": attention is fused (PagedAttention) but no cache manager is selected: "
                                                    "set 'cache:' (e.g. paged) in the manifest");
     s->baseline_ = std::make_unique<BaselineGenerator>(m);
@@ -97,6 +102,7 @@ Session::~Session() {
   // into their plugins' destroy), then the libraries.
   step_engine_.reset();
   baseline_.reset();
+  scheduler_instance_.reset();
   cache_manager_.reset();
   model_.reset();
   plugins_.reset();

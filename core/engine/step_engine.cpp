@@ -1,28 +1,28 @@
 #include "engine/step_engine.h"
 
+#include <algorithm>
 #include <chrono>
-#include <deque>
+#include <unordered_map>
 
 namespace sy {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-}  // namespace
-
 struct StepEngine::Seq {
-  uint64_t id;
-  size_t index;  // position in the caller's request list
-  const GenerationRequest* req;
+  uint64_t id = 0;
+  GenerationRequest req;
+  Callbacks callbacks;
+  std::promise<GenerationResult> promise;
   std::vector<int32_t> tokens;  // prompt + generated
   int32_t computed = 0;         // tokens whose KV is in the cache
-  Sampler sampler;
-  GenerationResult result;
+  bool holds_cache = false;
   bool done = false;
+  double arrival_ms = 0;
+  Sampler sampler{SamplingParams{}};
+  GenerationResult result;
+  int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
 };
 
-StepEngine::StepEngine(DecoderModel& model, PluginCacheManager& cache, StepEngineOptions options)
-    : model_(model), cache_(cache), options_(options) {
+StepEngine::StepEngine(DecoderModel& model, PluginCacheManager& cache, PluginScheduler* scheduler, StepEngineOptions options)
+    : model_(model), cache_(cache), scheduler_(scheduler), options_(options), epoch_(std::chrono::steady_clock::now()) {
   SY_CHECK(model_.paged_attention(), model_.path() << ": the step engine needs the attention-fusion pass to have fused "
                                                       "every layer's attention");
   SY_CHECK(options_.max_batch_tokens > 0 && options_.max_seqs > 0, "step engine: max_batch_tokens and max_seqs must be positive");
@@ -38,16 +38,360 @@ StepEngine::StepEngine(DecoderModel& model, PluginCacheManager& cache, StepEngin
   metrics_.total_blocks = cache_.stats().total_blocks;
 }
 
-StepEngine::~StepEngine() = default;
+StepEngine::~StepEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Requests that never reached the engine thread.
+  for (auto& s : incoming_) {
+    s->result.finish_reason = "cancelled";
+    s->promise.set_value(s->result);
+  }
+}
+
+double StepEngine::now_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_).count();
+}
 
 void StepEngine::validate(const GenerationRequest& r) const {
   SY_CHECK(!r.prompt.empty(), "the prompt is empty");
   SY_CHECK(static_cast<int64_t>(r.prompt.size()) <= model_.max_context(),
            "the prompt has " << r.prompt.size() << " tokens, over the context limit of " << model_.max_context());
   SY_CHECK(r.max_tokens >= 0, "max_tokens must be >= 0, got " << r.max_tokens);
+  SY_CHECK(r.timeout_ms >= 0, "timeout_ms must be >= 0");
   for (int t : r.prompt)
     SY_CHECK(t >= 0 && (model_.vocab_size() < 0 || t < model_.vocab_size()),
              "prompt token id " << t << " is outside the vocabulary (0.." << model_.vocab_size() - 1 << ")");
+  Sampler check(r.sampling);  // throws for bad sampling parameters
+  (void)check;
+}
+
+uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callbacks, std::future<GenerationResult>* result) {
+  validate(request);
+  auto s = std::make_unique<Seq>();
+  s->req = request;
+  s->callbacks = std::move(callbacks);
+  s->tokens.assign(request.prompt.begin(), request.prompt.end());
+  s->sampler = Sampler(request.sampling);
+  s->arrival_ms = now_ms();
+  if (result) *result = s->promise.get_future();
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    SY_CHECK(!stop_, "the engine is shutting down");
+    id = s->id = next_id_++;
+    incoming_.push_back(std::move(s));
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  }
+  cv_.notify_all();
+  return id;
+}
+
+void StepEngine::cancel(uint64_t id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancel_requests_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
+  for (const auto& r : requests) validate(r);
+  std::vector<std::future<GenerationResult>> futures(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Callbacks cb;
+    if (on_token) cb.on_token = [&on_token, i](uint64_t, int tok) { on_token(i, tok); };
+    submit(requests[i], std::move(cb), &futures[i]);
+  }
+  std::vector<GenerationResult> out;
+  for (auto& f : futures) out.push_back(f.get());
+  for (const auto& r : out)
+    if (r.finish_reason == "error") throw Error(r.error);
+  return out;
+}
+
+StepEngineMetrics StepEngine::metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
+}
+
+void StepEngine::record_steps(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  recording_ = on;
+}
+
+std::vector<StepRecord> StepEngine::step_records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_;
+}
+
+void StepEngine::loop() {
+  for (;;) {
+    std::vector<uint64_t> cancels;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      auto has_news = [&] { return stop_ || !incoming_.empty() || !cancel_requests_.empty(); };
+      if (waiting_.empty() && running_.empty()) cv_.wait(lock, has_news);
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        Seq* s = incoming_.front().get();
+        live_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+        metrics_.prompt_tokens += static_cast<int64_t>(s->tokens.size());
+        waiting_.push_back(s);
+      }
+      cancels.swap(cancel_requests_);
+    }
+    bool worked = false;
+    {
+      // Engine state and the model are shared with prompt_logits().
+      std::lock_guard<std::mutex> guard(forward_mu_);
+      for (uint64_t id : cancels)
+        for (auto& s : live_)
+          if (s->id == id && !s->done) finish(s.get(), "cancelled");
+      double now = now_ms();
+      for (auto& s : live_)
+        if (!s->done && s->req.max_tokens == 0) finish(s.get(), "length");
+        else if (!s->done && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), "timeout");
+      try {
+        worked = step();
+      } catch (const std::exception& e) {
+        // A failing step (a kernel error, a plugin error) fails the requests
+        // it ran; the engine keeps serving the rest.
+        std::string msg = e.what();
+        for (Seq* s : std::vector<Seq*>(running_)) finish(s, "error", msg);
+        worked = true;
+      }
+      std::erase_if(live_, [](const auto& s) { return s->done; });
+    }
+    if (!worked) {
+      // Nothing ran (a batching window is open): wait for news briefly.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop_ || !incoming_.empty() || !cancel_requests_.empty(); });
+    }
+  }
+  std::lock_guard<std::mutex> guard(forward_mu_);
+  for (auto& s : live_)
+    if (!s->done) finish(s.get(), "cancelled");
+  live_.clear();
+}
+
+void StepEngine::finish(Seq* s, const std::string& reason, const std::string& error) {
+  if (s->done) return;
+  s->done = true;
+  if (s->holds_cache) {
+    try {
+      cache_.release(s->id);
+    } catch (const std::exception&) {
+      // The cache manager lost track of it; nothing more to free here.
+    }
+    s->holds_cache = false;
+  }
+  std::erase(running_, s);
+  std::erase(waiting_, s);
+  s->result.finish_reason = reason;
+  s->result.error = error;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(reason == "cancelled" ? metrics_.cancelled : reason == "error" ? metrics_.failed : metrics_.finished);
+  }
+  if (s->callbacks.on_finish) s->callbacks.on_finish(s->id, s->result);
+  s->promise.set_value(s->result);
+}
+
+void StepEngine::preempt(Seq* s) {
+  if (s->holds_cache) cache_.release(s->id);
+  s->holds_cache = false;
+  s->computed = 0;
+  std::erase(running_, s);
+  waiting_.push_front(s);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++metrics_.preemptions;
+}
+
+// Moves a waiting sequence into the step: prefix reuse, then room for `tokens`.
+// Returns without change when the cache cannot hold them.
+void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
+  int32_t cached = cache_.match_prefix(s->id, s->tokens);
+  int32_t n = std::min(tokens, static_cast<int32_t>(s->tokens.size()) - cached);
+  if (!cache_.allocate(s->id, n)) {
+    if (cached > 0) cache_.release(s->id);
+    if (running_.empty() && batch.empty())  // nothing will ever free a block for it
+      finish(s, "error", "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
+                             std::to_string(cache_.stats().total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens)");
+    return;
+  }
+  s->holds_cache = true;
+  if (s->result.tokens.empty() && s->computed == 0) {
+    s->result.cached_tokens = cached;
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.cached_tokens += cached;
+  }
+  s->computed = cached;
+  std::erase(waiting_, s);
+  running_.push_back(s);
+  batch.push_back({s, n});
+}
+
+std::vector<StepEngine::Scheduled> StepEngine::plan_builtin() {
+  std::vector<Scheduled> batch;
+  int32_t budget = options_.max_batch_tokens;
+  // Running sequences first (decode, or the next chunk of their prompt).
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Seq* s = running_[i];
+    int32_t n = std::min(budget, s->remaining());
+    if (cache_.allocate(s->id, n)) {
+      batch.push_back({s, n});
+      budget -= n;
+      ++i;
+      continue;
+    }
+    // Cache full: preempt the newest running sequence (maybe this one).
+    Seq* victim = running_.back();
+    std::erase_if(batch, [&](const Scheduled& b) { return b.seq == victim; });
+    preempt(victim);
+  }
+  // Then admit waiting sequences, oldest first.
+  while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < options_.max_seqs) {
+    size_t before = batch.size();
+    admit(waiting_.front(), budget, batch);
+    if (batch.size() == before) break;  // no room in the cache
+    budget -= batch.back().tokens;
+  }
+  return batch;
+}
+
+std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
+  auto seq_view = [&](const Seq* s, int32_t state) {
+    sy_sched_seq v{};
+    v.id = s->id;
+    v.state = state;
+    v.prompt_len = static_cast<int32_t>(state == SY_SEQ_RUNNING ? s->req.prompt.size() : s->tokens.size());
+    v.computed_len = s->computed;
+    v.generated = static_cast<int32_t>(s->result.tokens.size());
+    v.max_tokens = s->req.max_tokens;
+    v.priority = s->req.priority;
+    int32_t have = (s->computed + block_size_ - 1) / block_size_;
+    v.blocks_needed = (s->computed + s->remaining() + block_size_ - 1) / block_size_ - (state == SY_SEQ_RUNNING ? have : 0);
+    v.arrival_time = s->arrival_ms / 1000.0;
+    return v;
+  };
+  std::vector<sy_sched_seq> waiting, running;
+  std::unordered_map<uint64_t, Seq*> by_id;
+  for (Seq* s : waiting_) {
+    waiting.push_back(seq_view(s, s->result.tokens.empty() ? SY_SEQ_WAITING : SY_SEQ_PREEMPTED));
+    by_id[s->id] = s;
+  }
+  for (Seq* s : running_) {
+    running.push_back(seq_view(s, SY_SEQ_RUNNING));
+    by_id[s->id] = s;
+  }
+  auto stats = cache_.stats();
+  sy_sched_input in{};
+  in.struct_size = sizeof(in);
+  in.waiting = waiting.data();
+  in.num_waiting = static_cast<int32_t>(waiting.size());
+  in.running = running.data();
+  in.num_running = static_cast<int32_t>(running.size());
+  in.free_blocks = stats.free_blocks;
+  in.block_size = block_size_;
+  in.token_budget = options_.max_batch_tokens;
+  in.max_seqs = options_.max_seqs;
+  in.now = now_ms() / 1000.0;
+  std::vector<sy_sched_decision> plan = scheduler_->plan(in);
+
+  std::vector<Scheduled> batch;
+  std::unordered_map<uint64_t, bool> seen;
+  int32_t total = 0;
+  for (const auto& d : plan) {
+    auto it = by_id.find(d.seq_id);
+    SY_CHECK(it != by_id.end(), "scheduler returned unknown sequence id " << d.seq_id);
+    SY_CHECK(!seen[d.seq_id], "scheduler named sequence " << d.seq_id << " twice in one step");
+    seen[d.seq_id] = true;
+    if (d.action == SY_SCHED_PREEMPT) {
+      SY_CHECK(std::find(running_.begin(), running_.end(), it->second) != running_.end(),
+               "scheduler preempted sequence " << d.seq_id << ", which is not running");
+      preempt(it->second);
+      continue;
+    }
+    SY_CHECK(d.action == SY_SCHED_RUN, "scheduler returned unknown action " << d.action);
+    SY_CHECK(d.num_tokens > 0, "scheduler gave sequence " << d.seq_id << " " << d.num_tokens << " tokens");
+    total += d.num_tokens;
+    SY_CHECK(total <= options_.max_batch_tokens,
+             "scheduler planned " << total << "+ tokens, over the step budget of " << options_.max_batch_tokens);
+  }
+  // Running sequences first, then admissions, in the plan's order.
+  for (const auto& d : plan) {
+    if (d.action != SY_SCHED_RUN) continue;
+    Seq* s = by_id[d.seq_id];
+    if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;
+    int32_t n = std::min(d.num_tokens, s->remaining());
+    if (cache_.allocate(s->id, n)) {
+      batch.push_back({s, n});
+    } else {
+      // The cache disagrees with the plan: preempt this one, recompute later.
+      preempt(s);
+    }
+  }
+  for (const auto& d : plan) {
+    if (d.action != SY_SCHED_RUN) continue;
+    Seq* s = by_id[d.seq_id];
+    if (std::find(waiting_.begin(), waiting_.end(), s) == waiting_.end()) continue;
+    if (static_cast<int>(running_.size()) >= options_.max_seqs) break;
+    size_t before = batch.size();
+    admit(s, d.num_tokens, batch);
+    if (batch.size() == before) break;
+  }
+  return batch;
+}
+
+bool StepEngine::step() {
+  if (waiting_.empty() && running_.empty()) return false;
+  size_t live_before = waiting_.size() + running_.size();
+  std::vector<Scheduled> batch = scheduler_ ? plan_with_plugin() : plan_builtin();
+  if (batch.empty()) return waiting_.size() + running_.size() != live_before;  // a failed admission is progress
+  StepRecord record;
+  for (const auto& b : batch)
+    record.entries.push_back({b.seq->id, b.tokens, b.tokens > 1 || b.seq->result.tokens.empty() || b.seq->computed + b.tokens < static_cast<int32_t>(b.seq->tokens.size())});
+  {
+    auto stats = cache_.stats();
+    std::lock_guard<std::mutex> mlock(mu_);
+    metrics_.used_blocks = stats.total_blocks - stats.free_blocks;
+    metrics_.peak_used_blocks = std::max(metrics_.peak_used_blocks, metrics_.used_blocks);
+    metrics_.running = static_cast<int32_t>(running_.size());
+    metrics_.waiting = static_cast<int32_t>(waiting_.size());
+    if (recording_) records_.push_back(record);
+  }
+  Tensor logits = forward(batch);
+  double now = now_ms();
+  const int64_t V = logits.dim(2);
+  int32_t row = 0;
+  for (const auto& b : batch) {
+    Seq* s = b.seq;
+    row += b.tokens;
+    s->computed += b.tokens;
+    cache_.commit(s->id, s->tokens.data(), s->computed);
+    if (s->computed < static_cast<int32_t>(s->tokens.size())) continue;  // more prompt chunks to go
+    int tok = s->sampler.sample(logits.data<float>() + static_cast<int64_t>(row - 1) * V, static_cast<int>(V));
+    GenerationResult& res = s->result;
+    if (res.tokens.empty()) res.ttft_ms = now - s->arrival_ms;
+    res.tokens.push_back(tok);
+    res.e2e_ms = now - s->arrival_ms;
+    res.token_ms.push_back(res.e2e_ms);
+    s->tokens.push_back(tok);
+    {
+      std::lock_guard<std::mutex> mlock(mu_);
+      ++metrics_.generated_tokens;
+    }
+    if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
+    if (s->req.stop_at_eos && tok == s->req.eos_id) finish(s, "stop");
+    else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, "length");
+    else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
+  }
+  return true;
 }
 
 Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
@@ -74,7 +418,7 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
   }
   // Paging waste: slots held in blocks minus tokens stored (windowed-out
   // blocks, marked -1, hold nothing).
-  int64_t waste_sum = 0;
+  int64_t waste_sum = 0, waste_max = 0;
   bool any_prefill = false, any_decode = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     int64_t held = 0, first_kept = -1;
@@ -86,13 +430,14 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
     int64_t stored = context_len[i] - std::max<int64_t>(first_kept, 0) * block_size_;
     int64_t waste = held * block_size_ - stored;
     waste_sum += waste;
-    metrics_.max_waste_tokens = std::max(metrics_.max_waste_tokens, waste);
-    (batch[i].tokens > 1 || batch[i].seq->computed + batch[i].tokens < static_cast<int32_t>(batch[i].seq->tokens.size()) ? any_prefill : any_decode) = true;
+    waste_max = std::max(waste_max, waste);
+    bool decode = batch[i].tokens == 1 && !batch[i].seq->result.tokens.empty() &&
+                  batch[i].seq->computed + 1 == static_cast<int32_t>(batch[i].seq->tokens.size());
+    (decode ? any_decode : any_prefill) = true;
   }
-  metrics_.max_mean_waste_tokens = std::max(metrics_.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
-  metrics_.mixed_steps += any_prefill && any_decode;
   std::vector<int32_t> flat(static_cast<size_t>(max_blocks) * batch.size(), 0);
-  for (size_t i = 0; i < tables.size(); ++i) std::copy(tables[i].begin(), tables[i].end(), flat.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(max_blocks)));
+  for (size_t i = 0; i < tables.size(); ++i)
+    std::copy(tables[i].begin(), tables[i].end(), flat.begin() + static_cast<ptrdiff_t>(i * static_cast<size_t>(max_blocks)));
   std::vector<int64_t> positions(pos.data<int64_t>(), pos.data<int64_t>() + T);
 
   sy_step_context step{};
@@ -116,128 +461,34 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
   if (model_.position_ids >= 0 && ex.input_used(static_cast<size_t>(model_.position_ids)))
     inputs[static_cast<size_t>(model_.position_ids)] = pos;
   std::vector<Tensor> out = ex.run(inputs, &step);
-  ++metrics_.steps;
-  metrics_.computed_tokens += T;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++metrics_.steps;
+    metrics_.computed_tokens += T;
+    metrics_.mixed_steps += any_prefill && any_decode;
+    metrics_.max_waste_tokens = std::max(metrics_.max_waste_tokens, waste_max);
+    metrics_.max_mean_waste_tokens = std::max(metrics_.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
+  }
   Tensor logits = out[static_cast<size_t>(model_.logits)];
   SY_CHECK(logits.rank() == 3 && logits.dim(0) == 1 && logits.dim(1) == T,
            "logits have shape " << logits.shape().str() << ", expected [1, " << T << ", vocab]");
   return logits;
 }
 
-std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
-  auto t0 = Clock::now();
-  for (const auto& r : requests) validate(r);
-  std::vector<std::unique_ptr<Seq>> seqs;
-  std::deque<Seq*> waiting;
-  std::vector<Seq*> running;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    auto s = std::make_unique<Seq>(Seq{next_id_++, i, &requests[i], {}, 0, Sampler(requests[i].sampling), {}, false});
-    s->tokens.assign(requests[i].prompt.begin(), requests[i].prompt.end());
-    metrics_.prompt_tokens += static_cast<int64_t>(s->tokens.size());
-    if (requests[i].max_tokens == 0) {
-      s->done = true;
-      s->result.finish_reason = "length";
-    } else {
-      waiting.push_back(s.get());
-    }
-    seqs.push_back(std::move(s));
-  }
-  // Frees a sequence's cache and sends it back to the queue, to be
-  // recomputed (prompt and generated tokens) when there is room again.
-  auto preempt = [&](Seq* s) {
-    cache_.release(s->id);
-    s->computed = 0;
-    running.erase(std::find(running.begin(), running.end(), s));
-    waiting.push_front(s);
-    ++metrics_.preemptions;
-  };
-  auto finish = [&](Seq* s, const char* reason) {
-    s->done = true;
-    s->result.finish_reason = reason;
-    cache_.release(s->id);
-    running.erase(std::find(running.begin(), running.end(), s));
-  };
-
-  while (!waiting.empty() || !running.empty()) {
-    std::vector<Scheduled> batch;
-    int32_t budget = options_.max_batch_tokens;
-    // Running sequences first (decode, or the next chunk of their prompt).
-    for (size_t i = 0; i < running.size() && budget > 0;) {
-      Seq* s = running[i];
-      int32_t n = std::min(budget, static_cast<int32_t>(s->tokens.size()) - s->computed);
-      if (cache_.allocate(s->id, n)) {
-        batch.push_back({s, n});
-        budget -= n;
-        ++i;
-        continue;
-      }
-      // Cache full: preempt the newest running sequence (maybe this one).
-      Seq* victim = running.back();
-      std::erase_if(batch, [&](const Scheduled& b) { return b.seq == victim; });
-      preempt(victim);
-      if (victim == s) continue;  // i now points at the next sequence
-    }
-    // Then admit waiting sequences, oldest first.
-    while (!waiting.empty() && budget > 0 && static_cast<int>(running.size()) < options_.max_seqs) {
-      Seq* s = waiting.front();
-      int32_t cached = cache_.match_prefix(s->id, s->tokens);
-      int32_t n = std::min(budget, static_cast<int32_t>(s->tokens.size()) - cached);
-      if (!cache_.allocate(s->id, n)) {
-        if (cached > 0) cache_.release(s->id);  // give back the matched prefix blocks
-        break;
-      }
-      if (s->result.tokens.empty()) {
-        s->result.cached_tokens = cached;
-        metrics_.cached_tokens += cached;
-      }
-      s->computed = cached;
-      waiting.pop_front();
-      running.push_back(s);
-      batch.push_back({s, n});
-      budget -= n;
-    }
-    if (batch.empty()) {
-      Seq* s = waiting.front();
-      SY_THROW("request " << s->index << " (" << s->tokens.size() << " tokens) does not fit the KV cache even alone ("
-                          << cache_.stats().total_blocks << " blocks of " << block_size_ << " tokens)");
-    }
-    auto stats = cache_.stats();
-    metrics_.peak_used_blocks = std::max(metrics_.peak_used_blocks, stats.total_blocks - stats.free_blocks);
-
-    Tensor logits = forward(batch);
-    double now = ms_since(t0);
-    const int64_t V = logits.dim(2);
-    int32_t row = 0;
-    for (const auto& b : batch) {
-      Seq* s = b.seq;
-      row += b.tokens;
-      s->computed += b.tokens;
-      cache_.commit(s->id, s->tokens.data(), s->computed);
-      if (s->computed < static_cast<int32_t>(s->tokens.size())) continue;  // more prompt chunks to go
-      int tok = s->sampler.sample(logits.data<float>() + static_cast<int64_t>(row - 1) * V, static_cast<int>(V));
-      GenerationResult& res = s->result;
-      if (res.tokens.empty()) res.ttft_ms = now;
-      res.tokens.push_back(tok);
-      res.e2e_ms = now;
-      s->tokens.push_back(tok);
-      if (on_token) on_token(s->index, tok);
-      if (s->req->stop_at_eos && tok == s->req->eos_id) finish(s, "stop");
-      else if (static_cast<int>(res.tokens.size()) >= s->req->max_tokens) finish(s, "length");
-      else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
-    }
-  }
-  std::vector<GenerationResult> out;
-  for (auto& s : seqs) out.push_back(std::move(s->result));
-  return out;
-}
-
 Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
   GenerationRequest r;
   r.prompt = prompt;
   validate(r);
-  Seq s{next_id_++, 0, &r, std::vector<int32_t>(prompt.begin(), prompt.end()), 0, Sampler(r.sampling), {}, false};
+  Seq s;
+  s.req = r;
+  s.tokens.assign(prompt.begin(), prompt.end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.id = next_id_++;
+  }
   // One forward over the whole prompt, without the prefix cache, so every
-  // position is computed.
+  // position is computed; serialised with the engine thread's steps.
+  std::lock_guard<std::mutex> lock(forward_mu_);
   SY_CHECK(cache_.allocate(s.id, static_cast<int32_t>(prompt.size())), "the prompt does not fit the KV cache");
   Tensor logits;
   try {

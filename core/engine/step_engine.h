@@ -1,21 +1,33 @@
 // The ragged step engine: every forward pass runs a flattened batch of
 // prefill chunks and decode tokens from many sequences over the KV cache of
 // a cache-manager plugin, through the PagedAttention nodes of a graph the
-// attention-fusion pass rewrote. A built-in FCFS batcher admits requests per
-// step within a token budget, splits long prompts into chunks, and preempts
-// (by recompute) the newest sequence when the cache is full.
+// attention-fusion pass rewrote.
+//
+// Requests arrive from any thread (submit) into an asynchronous queue served
+// by one engine thread. Each step a scheduler decides who runs with how many
+// tokens: a scheduler plugin when one is selected, else the built-in FCFS
+// continuous batcher. When the cache is full the engine preempts (by
+// recompute); no request is lost and its output does not change. Tokens are
+// streamed through callbacks as they are produced; requests can be cancelled
+// and carry their own limits.
 #pragma once
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "engine/decoder_model.h"
-#include "engine/generator.h"
+#include "engine/request.h"
 #include "plugin_host/components.h"
 
 namespace sy {
 
 struct StepEngineOptions {
-  int max_batch_tokens = 512;  // tokens per forward pass
+  int max_batch_tokens = 512;  // tokens per forward pass (the schedulers' token budget)
   int max_seqs = 64;           // sequences per forward pass
 };
 
@@ -24,10 +36,14 @@ struct StepEngineMetrics {
   int64_t prompt_tokens = 0;    // prompt tokens of all requests
   int64_t cached_tokens = 0;    // of those, found in the prefix cache
   int64_t computed_tokens = 0;  // tokens run through the model
+  int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t mixed_steps = 0;      // steps that ran prefill chunks and decode tokens together
+  int64_t finished = 0, cancelled = 0, failed = 0;
   int32_t total_blocks = 0;
+  int32_t used_blocks = 0;
   int32_t peak_used_blocks = 0;
+  int32_t running = 0, waiting = 0;
   // KV slots held but not holding a token, per sequence: the worst step's
   // average over its sequences, and the worst single sequence.
   double max_mean_waste_tokens = 0;
@@ -35,17 +51,47 @@ struct StepEngineMetrics {
   double prefix_hit_rate() const { return prompt_tokens ? static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens) : 0.0; }
 };
 
+// One step's plan, for tests and traces: which sequences ran how many tokens.
+struct StepRecord {
+  struct Entry {
+    uint64_t request;
+    int32_t tokens;
+    bool prefill;  // a prompt chunk (else a decode token)
+  };
+  std::vector<Entry> entries;
+};
+
 class StepEngine {
  public:
-  StepEngine(DecoderModel& model, PluginCacheManager& cache, StepEngineOptions options = {});
-  ~StepEngine();
+  // `scheduler` may be null: the built-in FCFS continuous batcher.
+  StepEngine(DecoderModel& model, PluginCacheManager& cache, PluginScheduler* scheduler = nullptr,
+             StepEngineOptions options = {});
+  ~StepEngine();  // stops the engine thread; unfinished requests end "cancelled"
+  StepEngine(const StepEngine&) = delete;
+  StepEngine& operator=(const StepEngine&) = delete;
 
+  struct Callbacks {
+    std::function<void(uint64_t id, int token)> on_token;          // engine thread
+    std::function<void(uint64_t id, const GenerationResult&)> on_finish;  // engine thread
+  };
+  // Thread-safe. Validates the request (throws sy::Error naming the
+  // problem) and queues it; returns its id. The future completes when the
+  // request finishes, for whatever reason.
+  uint64_t submit(const GenerationRequest& request, Callbacks callbacks, std::future<GenerationResult>* result = nullptr);
+  // Thread-safe; unknown or finished ids are ignored.
+  void cancel(uint64_t id);
+
+  // Synchronous convenience: submits all, waits for all.
   std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token = {});
   std::vector<float> last_logits(const std::vector<int>& prompt);
   // Logits [tokens, vocab] at every position of one prompt, computed in one
   // forward (teacher forcing, for quality measurements).
   Tensor prompt_logits(const std::vector<int>& prompt);
-  const StepEngineMetrics& metrics() const { return metrics_; }
+
+  StepEngineMetrics metrics() const;  // a snapshot
+  // Keep the plan of every step (off by default).
+  void record_steps(bool on);
+  std::vector<StepRecord> step_records() const;
   PluginCacheManager& cache() { return cache_; }
 
  private:
@@ -54,16 +100,42 @@ class StepEngine {
     Seq* seq;
     int32_t tokens;
   };
+  void loop();
+  bool step();  // one scheduling round + forward; false when idle
+  std::vector<Scheduled> plan_builtin();
+  std::vector<Scheduled> plan_with_plugin();
+  void admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch);
+  void preempt(Seq* s);
+  void finish(Seq* s, const std::string& reason, const std::string& error = {});
   Tensor forward(const std::vector<Scheduled>& batch);
   void validate(const GenerationRequest& r) const;
+  double now_ms() const;
 
   DecoderModel& model_;
   PluginCacheManager& cache_;
+  PluginScheduler* scheduler_;
   StepEngineOptions options_;
-  StepEngineMetrics metrics_;
   std::vector<sy_tensor> key_cache_, value_cache_;
   int32_t block_size_ = 0;
+  std::chrono::steady_clock::time_point epoch_;
+
+  // Shared with submitters (guarded by mu_).
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Seq>> incoming_;
+  std::vector<uint64_t> cancel_requests_;
+  StepEngineMetrics metrics_;
+  bool recording_ = false;
+  std::vector<StepRecord> records_;
+  bool stop_ = false;
   uint64_t next_id_ = 1;
+  std::thread thread_;
+  std::mutex forward_mu_;  // the model runs one forward at a time
+
+  // Engine-thread state.
+  std::vector<std::unique_ptr<Seq>> live_;
+  std::deque<Seq*> waiting_;
+  std::vector<Seq*> running_;
 };
 
 }  // namespace sy

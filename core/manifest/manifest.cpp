@@ -21,7 +21,8 @@ struct Manifest::Impl {
 namespace {
 
 const std::set<std::string> kSectionKeys = {"model", "tokenizer", "plugins", "passes", "kernels", "scheduler",
-                                            "cache", "drafter", "threads", "max_context", "simplify"};
+                                            "cache", "drafter", "threads", "max_context", "simplify",
+                                            "max_batch_tokens", "max_seqs"};
 
 struct Ctx {
   const std::string& file;
@@ -134,6 +135,8 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   if (const auto& n = sec["threads"]) cfg.threads = number<int>(c, n, key("threads"));
   if (const auto& n = sec["max_context"]) cfg.max_context = number<int64_t>(c, n, key("max_context"));
   if (const auto& n = sec["simplify"]) cfg.simplify = boolean(c, n, key("simplify"));
+  if (const auto& n = sec["max_batch_tokens"]) cfg.max_batch_tokens = number<int>(c, n, key("max_batch_tokens"));
+  if (const auto& n = sec["max_seqs"]) cfg.max_seqs = number<int>(c, n, key("max_seqs"));
   if (const auto& n = sec["plugins"]) {
     SY_CHECK(n.IsSequence(), c.at(n, key("plugins")) << ": expected a list");
     cfg.plugins.clear();

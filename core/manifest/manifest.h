@@ -43,6 +43,8 @@ struct EngineConfig {
   KernelPolicy kernels;
   int threads = 0;
   int64_t max_context = 0;
+  int max_batch_tokens = 512;  // step engine: tokens per forward pass
+  int max_seqs = 64;           // step engine: sequences per forward pass
   bool simplify = true;
 };
 

@@ -33,6 +33,8 @@ struct Combo {
   std::map<std::string, std::string> options;
 };
 
+void PrintTo(const Combo& c, std::ostream* os) { *os << c.model << "/" << c.cache; }
+
 class FusedMatchesReference : public ::testing::TestWithParam<Combo> {};
 
 TEST_P(FusedMatchesReference, LogitsAndGreedyIds) {
@@ -100,7 +102,10 @@ std::vector<GenerationRequest> six_requests() {
 
 TEST(StepEngine, RaggedBatchEqualsEachSequenceAlone) {
   auto session = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}));
-  StepEngine engine(session->model(), session->step_engine()->cache(), StepEngineOptions{8, 64});
+  auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+  cfg.max_batch_tokens = 8;
+  auto small_steps = Session::create(cfg);
+  StepEngine& engine = *small_steps->step_engine();
   auto reqs = six_requests();
   auto together = engine.generate(reqs);
   EXPECT_GT(engine.metrics().mixed_steps, 0) << "no step mixed prefill chunks with decode tokens";

@@ -1,0 +1,38 @@
+// What a caller asks of the engine and what it gets back.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace sy {
+
+struct GenerationRequest {
+  std::vector<int> prompt;  // token ids, BOS included by the caller
+  int max_tokens = 256;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+  int eos_id = 2;
+  int priority = 0;         // lower runs first, for schedulers that honour it
+  double timeout_ms = 0;    // 0: none; else the request ends with "timeout" after this long
+};
+
+struct GenerationResult {
+  std::vector<int> tokens;     // generated ids (the stop token included when hit)
+  // "stop" (EOS), "length" (max_tokens), "context" (context limit),
+  // "cancelled", "timeout", "error" (see error)
+  std::string finish_reason;
+  std::string error;
+  double ttft_ms = 0;          // arrival -> first token
+  double e2e_ms = 0;           // arrival -> last token
+  std::vector<double> token_ms;  // arrival -> each token (inter-token latencies)
+  int32_t cached_tokens = 0;   // prompt tokens reused from the prefix cache
+  double tpot_ms() const { return tokens.size() > 1 ? (e2e_ms - ttft_ms) / static_cast<double>(tokens.size() - 1) : 0; }
+};
+
+// Called for every generated token: (request index, token id).
+using TokenCallback = std::function<void(size_t, int)>;
+
+}  // namespace sy
