@@ -350,6 +350,13 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
 
 bool StepEngine::step() {
   if (waiting_.empty() && running_.empty()) return false;
+  // A sequence whose tokens need more blocks than the whole cache can never
+  // run (it would be preempted and recomputed forever): fail it clearly.
+  const int32_t total_blocks = cache_.stats().total_blocks;
+  for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end()))
+    if ((static_cast<int64_t>(s->tokens.size()) + block_size_ - 1) / block_size_ > total_blocks)
+      finish(s, "error", "request of " + std::to_string(s->tokens.size()) + " tokens needs more than the whole KV cache (" +
+                             std::to_string(total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens)");
   size_t live_before = waiting_.size() + running_.size();
   std::vector<Scheduled> batch = scheduler_ ? plan_with_plugin() : plan_builtin();
   if (batch.empty()) return waiting_.size() + running_.size() != live_before;  // a failed admission is progress

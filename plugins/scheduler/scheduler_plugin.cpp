@@ -138,9 +138,11 @@ sy_status continuous_plan(void* state, const sy_sched_input* in, sy_sched_decisi
     };
     int64_t need = 0;
     for (size_t i = 0; i < keep.size(); ++i) need += blocks_for(keep[i], tokens[i]);
-    // Preempt from the back (newest / lowest priority) until the rest fits.
+    // Preempt from the back (newest / lowest priority) until the rest fits;
+    // a victim's blocks come back to the others.
     while (need > free_blocks && !keep.empty() && n < cap) {
       need -= blocks_for(keep.back(), tokens.back());
+      free_blocks += (keep.back().computed_len + in->block_size - 1) / in->block_size;
       out[n++] = {keep.back().id, SY_SCHED_PREEMPT, 0};
       keep.pop_back();
       tokens.pop_back();

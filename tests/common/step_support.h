@@ -16,6 +16,9 @@ inline EngineConfig paged_config(const std::string& model_stem, const std::strin
   c.model = model_path(model_stem + ".onnx");
   c.threads = 2;
   c.plugins = {PluginSpec{SY_ATTENTION_PLUGIN, std::nullopt, "test"}, PluginSpec{SY_CACHE_PLUGIN, std::nullopt, "test"}};
+#ifdef SY_SCHEDULER_PLUGIN
+  c.plugins.push_back(PluginSpec{SY_SCHEDULER_PLUGIN, std::nullopt, "test"});
+#endif
   if (cache.empty()) return c;
   ComponentSelection pass{"attention-fusion", {}, "test: passes[0]"};
   for (const auto& [k, v] : pass_options) pass.options[k] = RawOption{v, "test: pass option " + k};
@@ -26,4 +29,12 @@ inline EngineConfig paged_config(const std::string& model_stem, const std::strin
   return c;
 }
 
+}  // namespace sy::test
+
+namespace sy::test {
+inline void set_scheduler(EngineConfig& c, const std::string& name, const std::map<std::string, std::string>& options = {}) {
+  ComponentSelection s{name, {}, "test: scheduler"};
+  for (const auto& [k, v] : options) s.options[k] = RawOption{v, "test: scheduler option " + k};
+  c.scheduler = s;
+}
 }  // namespace sy::test
