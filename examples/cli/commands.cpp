@@ -9,6 +9,7 @@
 
 #include "engine/generator.h"
 #include "engine/session.h"
+#include "synth/synth_model.h"
 #include "graph/onnx_import.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
@@ -322,6 +323,26 @@ int cmd_inspect(const std::vector<std::string>& args) {
   }
   std::printf("kernels used (provider op: nodes):\n");
   for (const auto& [k, n] : providers) std::printf("  %-40s %d\n", k.c_str(), n);
+  return 0;
+}
+
+int cmd_synth(const std::vector<std::string>& args) {
+  std::string preset, out;
+  uint64_t seed = 1;
+  po::options_description d("synth options");
+  d.add_options()("help,h", "show this help")("preset", po::value(&preset)->required(), "model shape (see below)")(
+      "out,o", po::value(&out)->required(), "output .onnx path (large models also write <out>.data)")(
+      "seed", po::value(&seed)->default_value(1), "weight seed");
+  std::ostringstream usage;
+  usage << "usage: switchyard synth --preset NAME --out model.onnx [--seed S]\npresets:\n";
+  for (const auto& p : synth_presets())
+    usage << "  " << p.name << ": dim " << p.dim << ", " << p.layers << " layers, " << p.heads << " heads (" << p.kv_heads
+          << " kv), ffn " << p.hidden << ", vocab " << p.vocab << ", " << synth_parameter_count(p) / 1000000 << "M parameters\n";
+  auto parsed = parse(args, d, usage.str().c_str());
+  if (parsed.help) return 0;
+  const SynthConfig& c = synth_preset(preset);
+  write_synth_model(c, out, seed);
+  std::printf("wrote %s: %s, %lld parameters\n", out.c_str(), c.name.c_str(), static_cast<long long>(synth_parameter_count(c)));
   return 0;
 }
 

@@ -9,5 +9,6 @@ namespace sy::cli {
 int cmd_generate(const std::vector<std::string>& args);
 int cmd_logits(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
+int cmd_synth(const std::vector<std::string>& args);
 
 }  // namespace sy::cli

@@ -15,6 +15,7 @@ const char* kUsage =
     "  generate   generate text from a prompt\n"
     "  logits     print the last-position logits of a prompt\n"
     "  inspect    describe a model: inputs, outputs, op counts, parameters\n"
+    "  synth      write a Llama-style model with random weights at a preset size\n"
     "\n"
     "run 'switchyard <command> --help' for the options of a command\n";
 }
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
-      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}};
+      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::fprintf(stderr, "switchyard: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -1,0 +1,61 @@
+// `switchyard synth` models: valid ONNX that ONNX Runtime runs to the same
+// logits as the engine, in the shared models' export structure (the attention
+// pass fuses them; every mode gives the same greedy tokens).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "step_support.h"
+#include "synth/synth_model.h"
+
+namespace sy {
+namespace {
+
+std::string run(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << cmd << "\n" << out;
+  return out;
+}
+
+TEST(Synth, OnnxRuntimeAgreesAndEveryModeRunsIt) {
+  test::TempDir dir;
+  std::string path = (dir.path / "tiny.onnx").string();
+  write_synth_model(synth_preset("tiny"), path, 7);
+  EngineConfig base;
+  base.model = path;
+  auto baseline = Session::create(base);
+  std::vector<int> prompt = {1, 2, 3, 400, 17, 99, 250};
+  auto ours = baseline->last_logits(prompt);
+  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_TOOLS_DIR + "/ort_last_logits.py " + path +
+                                       " 1,2,3,400,17,99,250"))["last_logits"].get<std::vector<float>>();
+  ASSERT_EQ(ours.size(), ort.size());
+  for (size_t i = 0; i < ours.size(); ++i) ASSERT_NEAR(ours[i], ort[i], 1e-4) << i;
+
+  auto cfg = test::paged_config("stories260K", "paged", {{"block_size", "4"}});
+  cfg.model = path;
+  auto paged = Session::create(cfg);
+  EXPECT_EQ(paged->model().kv_heads(), 2);  // GQA: 4 query heads on 2 KV heads
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 20;
+  r.stop_at_eos = false;
+  EXPECT_EQ(paged->generate({r})[0].tokens, baseline->generate({r})[0].tokens);
+}
+
+TEST(Synth, PresetsAndErrors) {
+  EXPECT_EQ(synth_preset("tinyllama-1.1b").kv_heads, 4);
+  EXPECT_NEAR(static_cast<double>(synth_parameter_count(synth_preset("tinyllama-1.1b"))), 1.1e9, 0.05e9);
+  EXPECT_NEAR(static_cast<double>(synth_parameter_count(synth_preset("llama3-8b"))), 8.0e9, 0.1e9);
+  try {
+    synth_preset("gpt-9");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("presets: tiny 15m 42m 110m tinyllama-1.1b llama3-8b"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sy
