@@ -17,4 +17,6 @@ fi
 if [ "${1:-}" = "--tests" ]; then
   python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check onnx onnxruntime numpy
+  # Headless Chromium renders the benchmark report in a test.
+  command -v chromium >/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; }
 fi

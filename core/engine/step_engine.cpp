@@ -472,6 +472,7 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
     std::lock_guard<std::mutex> lock(mu_);
     ++metrics_.steps;
     metrics_.computed_tokens += T;
+    for (int32_t c : context_len) metrics_.kv_tokens_read += c;
     metrics_.mixed_steps += any_prefill && any_decode;
     metrics_.max_waste_tokens = std::max(metrics_.max_waste_tokens, waste_max);
     metrics_.max_mean_waste_tokens = std::max(metrics_.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));

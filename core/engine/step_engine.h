@@ -36,6 +36,7 @@ struct StepEngineMetrics {
   int64_t prompt_tokens = 0;    // prompt tokens of all requests
   int64_t cached_tokens = 0;    // of those, found in the prefix cache
   int64_t computed_tokens = 0;  // tokens run through the model
+  int64_t kv_tokens_read = 0;   // sum over steps of every sequence's context length (KV read by attention)
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t mixed_steps = 0;      // steps that ran prefill chunks and decode tokens together

@@ -10,5 +10,7 @@ int cmd_generate(const std::vector<std::string>& args);
 int cmd_logits(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_synth(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
+int cmd_ab(const std::vector<std::string>& args);
 
 }  // namespace sy::cli

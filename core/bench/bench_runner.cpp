@@ -1,0 +1,258 @@
+#include "bench/bench_runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <sstream>
+#include <thread>
+
+namespace sy {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
+  // Linear interpolation between closest ranks (numpy's default).
+  auto at = [&](double q) {
+    double pos = q * static_cast<double>(v.size() - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  return p;
+}
+
+double measure_memory_bandwidth_gbs() {
+  const size_t bytes = size_t{256} << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    double s = seconds_since(t0);
+    // A copy reads and writes every byte.
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / s / 1e9);
+  }
+  volatile char sink = b[bytes / 2];
+  (void)sink;
+  return best;
+}
+
+BenchResult run_workload(Session& session, const Workload& w, const std::string& profile, bool progress) {
+  StepEngine* engine = session.step_engine();
+  SY_CHECK(engine, "profile '" << profile << "': bench drives the step engine; select a cache manager ('cache:') and the "
+                                  "attention-fusion pass (static batching is the 'static' scheduler)");
+  BenchResult r;
+  r.profile = profile;
+  r.memory_bandwidth_gbs = measure_memory_bandwidth_gbs();
+  r.weight_bytes = session.report().parameter_bytes;
+  r.kv_bytes_per_token = 2 * static_cast<int64_t>(session.model().num_layers()) * session.model().kv_heads() *
+                         session.model().head_dim() * static_cast<int64_t>(sizeof(float));
+  StepEngineMetrics before = engine->metrics();
+  r.total_blocks = before.total_blocks;
+  const size_t n = w.requests.size();
+  std::vector<std::future<GenerationResult>> futures(n);
+  r.arrival_s.assign(n, 0);
+  std::atomic<size_t> done{0};
+  auto t0 = Clock::now();
+  std::thread driver([&] {
+    for (size_t i = 0; i < n; ++i) {
+      std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.requests[i].arrival_s)));
+      r.arrival_s[i] = seconds_since(t0);
+      StepEngine::Callbacks cb;
+      cb.on_finish = [&](uint64_t, const GenerationResult&) { ++done; };
+      try {
+        engine->submit(w.requests[i].request, cb, &futures[i]);
+      } catch (const std::exception& e) {
+        std::promise<GenerationResult> p;
+        GenerationResult failed;
+        failed.finish_reason = "error";
+        failed.error = e.what();
+        p.set_value(failed);
+        futures[i] = p.get_future();
+        ++done;
+      }
+    }
+  });
+  // Sample progress, throughput and KV usage while it runs.
+  size_t shown = SIZE_MAX;
+  while (done < n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    StepEngineMetrics m = engine->metrics();
+    r.timeline.emplace_back(seconds_since(t0), m.generated_tokens - before.generated_tokens, m.used_blocks);
+    if (progress && done != shown) {
+      size_t d = shown = done;
+      int width = 40, fill = static_cast<int>(width * d / n);
+      std::fprintf(stderr, "\r  %-12s [%s%s] %zu/%zu requests", profile.c_str(), std::string(static_cast<size_t>(fill), '#').c_str(),
+                   std::string(static_cast<size_t>(width - fill), '.').c_str(), d, n);
+    }
+  }
+  driver.join();
+  r.duration_s = seconds_since(t0);
+  if (progress) std::fprintf(stderr, "\n");
+  for (auto& f : futures) r.results.push_back(f.get());
+  StepEngineMetrics after = engine->metrics();
+  r.engine = after;
+  r.timeline.emplace_back(r.duration_s, after.generated_tokens - before.generated_tokens, after.used_blocks);
+
+  // Serving metrics as vLLM's benchmark defines them.
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t out_tokens = 0, in_tokens = 0;
+  int good = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const GenerationResult& g = r.results[i];
+    if (g.finish_reason == "error" || g.tokens.empty()) {
+      ++r.failed;
+      continue;
+    }
+    ++r.completed;
+    out_tokens += static_cast<int64_t>(g.tokens.size());
+    in_tokens += static_cast<int64_t>(w.requests[i].request.prompt.size());
+    ttft.push_back(g.ttft_ms);
+    e2e.push_back(g.e2e_ms);
+    if (g.tokens.size() > 1) tpot.push_back(g.tpot_ms());
+    for (size_t k = 1; k < g.token_ms.size(); ++k) itl.push_back(g.token_ms[k] - g.token_ms[k - 1]);
+    bool ok = (w.slo.ttft_ms <= 0 || g.ttft_ms <= w.slo.ttft_ms) && (w.slo.tpot_ms <= 0 || g.tpot_ms() <= w.slo.tpot_ms);
+    good += ok;
+  }
+  r.ttft_ms = percentiles(ttft);
+  r.tpot_ms = percentiles(tpot);
+  r.itl_ms = percentiles(itl);
+  r.e2e_ms = percentiles(e2e);
+  r.request_throughput = r.completed / r.duration_s;
+  r.output_throughput = static_cast<double>(out_tokens) / r.duration_s;
+  r.total_token_throughput = static_cast<double>(out_tokens + in_tokens) / r.duration_s;
+  r.goodput = good / r.duration_s;
+  double used_sum = 0;
+  int32_t used_peak = 0;
+  for (const auto& [t, g, used] : r.timeline) {
+    used_sum += used;
+    used_peak = std::max(used_peak, used);
+  }
+  used_peak = std::max(used_peak, after.peak_used_blocks);
+  r.kv_usage_peak = r.total_blocks ? static_cast<double>(used_peak) / r.total_blocks : 0;
+  r.kv_usage_mean = r.total_blocks && !r.timeline.empty() ? used_sum / static_cast<double>(r.timeline.size()) / r.total_blocks : 0;
+  int64_t prompt = after.prompt_tokens - before.prompt_tokens, cached = after.cached_tokens - before.cached_tokens;
+  r.prefix_hit_rate = prompt ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
+  // MBU: bytes that had to be read (all weights once per step, plus the KV
+  // of every sequence in the step) per second, over measured bandwidth.
+  double steps = static_cast<double>(after.steps - before.steps);
+  double kv = static_cast<double>(after.kv_tokens_read - before.kv_tokens_read) * static_cast<double>(r.kv_bytes_per_token);
+  double bytes = steps * static_cast<double>(r.weight_bytes) + kv;
+  r.mbu = r.memory_bandwidth_gbs > 0 ? bytes / r.duration_s / (r.memory_bandwidth_gbs * 1e9) : 0;
+  return r;
+}
+
+namespace {
+
+struct Row {
+  std::string name;
+  std::function<double(const BenchResult&)> get;
+  const char* fmt;
+};
+
+std::vector<Row> rows() {
+  auto pct = [](const char* name, Percentiles BenchResult::*m) {
+    std::vector<Row> out;
+    out.push_back({std::string(name) + " mean", [m](const BenchResult& r) { return (r.*m).mean; }, "%.2f"});
+    out.push_back({std::string(name) + " p50", [m](const BenchResult& r) { return (r.*m).p50; }, "%.2f"});
+    out.push_back({std::string(name) + " p90", [m](const BenchResult& r) { return (r.*m).p90; }, "%.2f"});
+    out.push_back({std::string(name) + " p99", [m](const BenchResult& r) { return (r.*m).p99; }, "%.2f"});
+    return out;
+  };
+  std::vector<Row> r = {
+      {"completed requests", [](const BenchResult& b) { return b.completed; }, "%.0f"},
+      {"failed requests", [](const BenchResult& b) { return b.failed; }, "%.0f"},
+      {"duration s", [](const BenchResult& b) { return b.duration_s; }, "%.2f"},
+      {"request throughput req/s", [](const BenchResult& b) { return b.request_throughput; }, "%.2f"},
+      {"output throughput tok/s", [](const BenchResult& b) { return b.output_throughput; }, "%.1f"},
+      {"total throughput tok/s", [](const BenchResult& b) { return b.total_token_throughput; }, "%.1f"},
+      {"goodput req/s", [](const BenchResult& b) { return b.goodput; }, "%.2f"},
+  };
+  for (auto& x : pct("TTFT ms", &BenchResult::ttft_ms)) r.push_back(x);
+  for (auto& x : pct("TPOT ms", &BenchResult::tpot_ms)) r.push_back(x);
+  for (auto& x : pct("ITL ms", &BenchResult::itl_ms)) r.push_back(x);
+  for (auto& x : pct("E2E ms", &BenchResult::e2e_ms)) r.push_back(x);
+  r.push_back({"KV usage peak", [](const BenchResult& b) { return b.kv_usage_peak; }, "%.3f"});
+  r.push_back({"KV usage mean", [](const BenchResult& b) { return b.kv_usage_mean; }, "%.3f"});
+  r.push_back({"prefix cache hit rate", [](const BenchResult& b) { return b.prefix_hit_rate; }, "%.3f"});
+  r.push_back({"preemptions", [](const BenchResult& b) { return static_cast<double>(b.engine.preemptions); }, "%.0f"});
+  r.push_back({"memory bandwidth GB/s", [](const BenchResult& b) { return b.memory_bandwidth_gbs; }, "%.1f"});
+  r.push_back({"MBU", [](const BenchResult& b) { return b.mbu; }, "%.4f"});
+  return r;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string results_table(const std::vector<BenchResult>& results, const Slo& slo) {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s", "metric");
+  os << line;
+  for (const auto& r : results) {
+    std::snprintf(line, sizeof line, " %16s", r.profile.c_str());
+    os << line;
+  }
+  if (results.size() == 2) os << "      ratio B/A";
+  os << "\n";
+  for (const Row& row : rows()) {
+    std::snprintf(line, sizeof line, "%-28s", row.name.c_str());
+    os << line;
+    for (const auto& r : results) {
+      std::snprintf(line, sizeof line, " %16s", fmt(row.fmt, row.get(r)).c_str());
+      os << line;
+    }
+    if (results.size() == 2) {
+      double a = row.get(results[0]), b = row.get(results[1]);
+      std::snprintf(line, sizeof line, " %14s", a != 0 ? fmt("%.3f", b / a).c_str() : "-");
+      os << line;
+    }
+    os << "\n";
+  }
+  os << "goodput SLOs: TTFT <= " << (slo.ttft_ms > 0 ? fmt("%.0f ms", slo.ttft_ms) : std::string("any")) << ", TPOT <= "
+     << (slo.tpot_ms > 0 ? fmt("%.0f ms", slo.tpot_ms) : std::string("any")) << "\n";
+  return os.str();
+}
+
+nlohmann::json results_json(const std::vector<BenchResult>& results, const Slo& slo) {
+  nlohmann::json j;
+  j["slo"] = {{"ttft_ms", slo.ttft_ms}, {"tpot_ms", slo.tpot_ms}};
+  for (const auto& r : results) {
+    nlohmann::json p;
+    p["profile"] = r.profile;
+    for (const Row& row : rows()) p["metrics"][row.name] = row.get(r);
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < r.results.size(); ++i)
+      per.push_back({{"arrival_s", r.arrival_s[i]}, {"ttft_ms", r.results[i].ttft_ms}, {"e2e_ms", r.results[i].e2e_ms},
+                     {"output_tokens", r.results[i].tokens.size()}, {"finish_reason", r.results[i].finish_reason}});
+    p["requests"] = per;
+    nlohmann::json tl = nlohmann::json::array();
+    for (const auto& [t, g, used] : r.timeline) tl.push_back({t, g, used});
+    p["timeline"] = tl;
+    j["profiles"].push_back(p);
+  }
+  return j;
+}
+
+}  // namespace sy
