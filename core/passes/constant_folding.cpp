@@ -1,5 +1,7 @@
 // Evaluates, once at load, every node whose inputs are all constants, with
 // the same kernels the executor would use at run time.
+#include <algorithm>
+
 #include "passes/pass.h"
 
 namespace sy {
@@ -48,8 +50,13 @@ class ConstantFoldingPass : public GraphPass {
         if (ctx.log) ctx.log("constant folding skipped " + n.display_name() + ": " + e.what());
         continue;
       }
+      // Ops that only rearrange constants (a transposed tied classifier) may
+      // fold at any size; growth past the inputs is capped.
+      int64_t input_elements = 0;
+      for (ValueId v : n.inputs)
+        if (v != kNoValue) input_elements += g.values[static_cast<size_t>(v)].constant->numel();
       bool too_big = false;
-      for (const Tensor& t : outs) too_big = too_big || t.numel() > kMaxFoldedElements;
+      for (const Tensor& t : outs) too_big = too_big || t.numel() > std::max(kMaxFoldedElements, input_elements);
       if (too_big) continue;
       for (size_t i = 0; i < n.outputs.size(); ++i) {
         if (n.outputs[i] == kNoValue) continue;
