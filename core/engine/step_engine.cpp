@@ -194,9 +194,17 @@ void StepEngine::finish(Seq* s, const std::string& reason, const std::string& er
   std::erase(waiting_, s);
   s->result.finish_reason = reason;
   s->result.error = error;
+  sy_cache_stats stats{};
+  try {
+    stats = cache_.stats();
+  } catch (const std::exception&) {
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++(reason == "cancelled" ? metrics_.cancelled : reason == "error" ? metrics_.failed : metrics_.finished);
+    metrics_.running = static_cast<int32_t>(running_.size());
+    metrics_.waiting = static_cast<int32_t>(waiting_.size());
+    if (stats.total_blocks > 0) metrics_.used_blocks = stats.total_blocks - stats.free_blocks;
   }
   if (s->callbacks.on_finish) s->callbacks.on_finish(s->id, s->result);
   s->promise.set_value(s->result);

@@ -38,20 +38,12 @@ Parsed parse(const std::vector<std::string>& args, const po::options_description
   return p;
 }
 
-// The tokenizer: --tokenizer, else tokenizer.bin or the one tok*.bin beside the model.
+// The tokenizer: --tokenizer, else the manifest's, else the one beside the model.
 std::string find_tokenizer(const std::string& model, const std::string& given) {
   if (!given.empty()) return given;
-  fs::path dir = fs::path(model).parent_path();
-  if (dir.empty()) dir = ".";
-  if (fs::exists(dir / "tokenizer.bin")) return (dir / "tokenizer.bin").string();
-  std::vector<fs::path> found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("tok", 0) == 0 && e.path().extension() == ".bin") found.push_back(e.path());
-  }
-  SY_CHECK(found.size() == 1, "no --tokenizer given and " << (found.empty() ? "no" : "more than one")
-                                                          << " tokenizer (tokenizer.bin or tok*.bin) beside " << model);
-  return found[0].string();
+  std::string found = Llama2cTokenizer::find_beside(model);
+  SY_CHECK(!found.empty(), "no --tokenizer given and no single tokenizer (tokenizer.bin or tok*.bin) beside " << model);
+  return found;
 }
 
 std::vector<int> parse_ids(const std::string& s) {

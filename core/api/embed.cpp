@@ -1,0 +1,326 @@
+// The C embedding API (sdk/include/switchyard/switchyard.h) over the C++
+// core: a Session with its asynchronous step engine, the tokenizer, and per
+// request the streamed text with stop strings. Every entry point catches
+// exceptions; none crosses into C.
+#include "switchyard/switchyard.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+#include "tokenizer/llama2c_tokenizer.h"
+
+namespace {
+
+thread_local std::string t_error;
+
+sy_api_status fail(sy_api_status code, const std::string& message) {
+  t_error = message;
+  return code;
+}
+
+template <typename F>
+sy_api_status guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const sy::Error& e) {
+    return fail(SY_API_INVALID_ARGUMENT, e.what());
+  } catch (const std::exception& e) {
+    return fail(SY_API_ERROR, e.what());
+  } catch (...) {
+    return fail(SY_API_ERROR, "unknown error");
+  }
+}
+
+int32_t finish_code(const std::string& reason) {
+  if (reason == "stop") return SY_FINISH_STOP;
+  if (reason == "length") return SY_FINISH_LENGTH;
+  if (reason == "context") return SY_FINISH_CONTEXT;
+  if (reason == "cancelled") return SY_FINISH_CANCELLED;
+  if (reason == "timeout") return SY_FINISH_TIMEOUT;
+  return SY_FINISH_ERROR;
+}
+
+// Bytes at the end of s that start an incomplete UTF-8 character.
+size_t incomplete_utf8_tail(const std::string& s) {
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
+    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return need > back ? back : 0;
+  }
+  return 0;
+}
+
+// Per-request state shared by the handle and the engine's callbacks.
+struct RequestState {
+  std::mutex mu;
+  std::condition_variable cv;
+  sy::StepEngine* engine = nullptr;
+  const sy::Llama2cTokenizer* tokenizer = nullptr;
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;
+  size_t polled = 0;
+  std::string text;     // delivered text
+  std::string held;     // decoded, not yet delivered (maybe the start of a stop string)
+  std::vector<std::string> stops;
+  int prev_token = 0;
+  bool stopped = false;  // a stop string was found: the rest is discarded
+  bool finished = false;
+  sy_request_info info{};
+  std::string error;
+  void (*on_token)(void*, int32_t, const char*) = nullptr;
+  void (*on_finish)(void*, const sy_request_info*) = nullptr;
+  void* user = nullptr;
+
+  // Moves what can no longer be part of a stop string from held to text;
+  // returns it. Called with mu held.
+  std::string release_text(bool flush) {
+    if (stopped) return {};
+    size_t cut = std::string::npos;
+    for (const auto& s : stops) {
+      size_t at = held.find(s);
+      if (at != std::string::npos) cut = std::min(cut, at);
+    }
+    std::string out;
+    if (cut != std::string::npos) {
+      out = held.substr(0, cut);
+      held.clear();
+      stopped = true;
+    } else if (flush) {
+      out.swap(held);
+    } else {
+      // Keep the longest suffix that could still grow into a stop string,
+      // and an incomplete UTF-8 character.
+      size_t keep = incomplete_utf8_tail(held);
+      for (const auto& s : stops)
+        for (size_t k = std::min(s.size() - 1, held.size()); k > keep; --k)
+          if (held.compare(held.size() - k, k, s, 0, k) == 0) {
+            keep = k;
+            break;
+          }
+      out = held.substr(0, held.size() - keep);
+      held.erase(0, held.size() - keep);
+    }
+    text += out;
+    return out;
+  }
+};
+
+}  // namespace
+
+struct sy_engine {
+  std::unique_ptr<sy::Session> session;
+  std::optional<sy::Llama2cTokenizer> tokenizer;
+  std::string model_name;
+};
+
+struct sy_request {
+  std::shared_ptr<RequestState> state;
+};
+
+extern "C" {
+
+const char* sy_last_error(void) { return t_error.c_str(); }
+
+sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out) {
+  return guarded([&]() -> sy_api_status {
+    if (!options || !out || options->struct_size < offsetof(sy_engine_options, threads) + sizeof(int32_t))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options and out are required (set options.struct_size)");
+    if (!options->manifest) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options.manifest is required");
+    sy::EngineConfig cfg = sy::Manifest::load(options->manifest).resolve(options->profile ? options->profile : "");
+    if (options->model) cfg.model = options->model;
+    if (options->threads > 0) cfg.threads = options->threads;
+    auto e = std::make_unique<sy_engine>();
+    e->session = sy::Session::create(cfg);
+    if (!e->session->step_engine())
+      return fail(SY_API_INVALID_ARGUMENT, std::string(options->manifest) +
+                                               ": the embedding API serves requests with the step engine: the profile must "
+                                               "select a cache manager ('cache:') and the attention-fusion pass");
+    std::string tok = cfg.tokenizer.empty() ? sy::Llama2cTokenizer::find_beside(cfg.model) : cfg.tokenizer;
+    if (!tok.empty()) e->tokenizer = sy::Llama2cTokenizer::load(tok);
+    std::string stem = cfg.model.substr(cfg.model.find_last_of('/') + 1);
+    e->model_name = stem.size() > 5 && stem.substr(stem.size() - 5) == ".onnx" ? stem.substr(0, stem.size() - 5) : stem;
+    *out = e.release();
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+void sy_engine_destroy(sy_engine* engine) {
+  try {
+    delete engine;  // the step engine cancels what is left and joins its thread
+  } catch (...) {
+  }
+}
+
+const char* sy_engine_model_name(const sy_engine* engine) { return engine ? engine->model_name.c_str() : ""; }
+int32_t sy_engine_max_context(const sy_engine* engine) {
+  return engine ? static_cast<int32_t>(engine->session->model().max_context()) : 0;
+}
+int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tokenizer ? 1 : 0; }
+
+sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add_bos, int32_t* ids, int32_t capacity,
+                          int32_t* count) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !text || !count) return fail(SY_API_INVALID_ARGUMENT, "sy_tokenize: engine, text and count are required");
+    if (!engine->tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
+    auto v = engine->tokenizer->encode(text, add_bos != 0, false);
+    *count = static_cast<int32_t>(v.size());
+    for (int32_t i = 0; i < capacity && i < *count; ++i) ids[i] = v[static_cast<size_t>(i)];
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_request** out) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !p || !out || p->struct_size < offsetof(sy_request_params, user) + sizeof(void*))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_submit: engine, params and out are required (set params.struct_size)");
+    sy::GenerationRequest req;
+    if (p->prompt_text) {
+      if (!engine->tokenizer) return fail(SY_API_INVALID_ARGUMENT, "prompt_text needs a tokenizer; give prompt_ids");
+      if (!*p->prompt_text) return fail(SY_API_INVALID_ARGUMENT, "the prompt is empty");
+      req.prompt = engine->tokenizer->encode(p->prompt_text, true, false);
+    } else {
+      if (!p->prompt_ids || p->num_prompt_ids <= 0) return fail(SY_API_INVALID_ARGUMENT, "the prompt is empty");
+      req.prompt.assign(p->prompt_ids, p->prompt_ids + p->num_prompt_ids);
+    }
+    if (p->max_tokens < 0) return fail(SY_API_INVALID_ARGUMENT, "max_tokens must be >= 0");
+    req.max_tokens = p->max_tokens == 0 ? 16 : p->max_tokens;
+    req.stop_at_eos = p->ignore_eos == 0;
+    req.priority = p->priority;
+    req.timeout_ms = p->timeout_ms;
+    req.sampling.temperature = p->sampling.temperature;
+    req.sampling.top_k = p->sampling.top_k;
+    req.sampling.top_p = p->sampling.top_p == 0.f ? 1.f : p->sampling.top_p;
+    req.sampling.seed = p->sampling.seed;
+    auto st = std::make_shared<RequestState>();
+    st->engine = engine->session->step_engine();
+    st->tokenizer = engine->tokenizer ? &*engine->tokenizer : nullptr;
+    st->prev_token = req.prompt.back();
+    for (int32_t i = 0; i < p->num_stop; ++i)
+      if (p->stop && p->stop[i] && *p->stop[i]) st->stops.emplace_back(p->stop[i]);
+    st->on_token = p->on_token;
+    st->on_finish = p->on_finish;
+    st->user = p->user;
+    st->info.struct_size = sizeof(sy_request_info);
+    st->info.prompt_tokens = static_cast<int32_t>(req.prompt.size());
+    sy::StepEngine::Callbacks cb;
+    cb.on_token = [st](uint64_t, int tok) {
+      std::string piece;
+      bool stop_now = false;
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        if (st->stopped) return;  // tokens after a stop string are dropped
+        st->tokens.push_back(tok);
+        if (st->tokenizer) {
+          st->held += st->tokenizer->decode_piece(st->prev_token, tok);
+          st->prev_token = tok;
+          piece = st->release_text(false);
+          stop_now = st->stopped;
+        }
+      }
+      st->cv.notify_all();
+      if (st->on_token) st->on_token(st->user, tok, piece.c_str());
+      if (stop_now) st->engine->cancel(st->id);
+    };
+    cb.on_finish = [st](uint64_t, const sy::GenerationResult& r) {
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        std::string rest = st->release_text(true);
+        (void)rest;  // delivered through sy_request_text; streaming callers got every piece up to a stop
+        st->info.finish_reason = st->stopped ? SY_FINISH_STOP : finish_code(r.finish_reason);
+        st->info.completion_tokens = static_cast<int32_t>(st->tokens.size());
+        st->info.cached_tokens = r.cached_tokens;
+        st->info.ttft_ms = r.ttft_ms;
+        st->info.e2e_ms = r.e2e_ms;
+        st->error = r.error;
+        st->info.error = st->error.c_str();
+        st->finished = true;
+      }
+      st->cv.notify_all();
+      if (st->on_finish) st->on_finish(st->user, &st->info);
+    };
+    {
+      // Hold the lock so the callbacks see the id before they can run.
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->id = st->engine->submit(req, cb);
+    }
+    *out = new sy_request{st};
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+int32_t sy_request_poll(sy_request* r, int32_t* tokens, int32_t capacity, int32_t* count) {
+  if (!r) return 1;
+  std::lock_guard<std::mutex> lock(r->state->mu);
+  auto& st = *r->state;
+  int32_t n = 0;
+  while (st.polled < st.tokens.size() && n < capacity) tokens[n++] = st.tokens[st.polled++];
+  if (count) *count = n;
+  return st.finished && st.polled == st.tokens.size() ? 1 : 0;
+}
+
+void sy_request_wait(sy_request* r) {
+  if (!r) return;
+  std::unique_lock<std::mutex> lock(r->state->mu);
+  r->state->cv.wait(lock, [&] { return r->state->finished; });
+}
+
+void sy_request_cancel(sy_request* r) {
+  if (r) r->state->engine->cancel(r->state->id);
+}
+
+const char* sy_request_text(sy_request* r) {
+  if (!r) return "";
+  std::lock_guard<std::mutex> lock(r->state->mu);
+  return r->state->text.c_str();
+}
+
+void sy_request_info_get(sy_request* r, sy_request_info* out) {
+  if (!r || !out) return;
+  std::lock_guard<std::mutex> lock(r->state->mu);
+  *out = r->state->info;
+  out->completion_tokens = static_cast<int32_t>(r->state->tokens.size());
+}
+
+void sy_request_release(sy_request* r) {
+  if (!r) return;
+  bool finished;
+  {
+    std::lock_guard<std::mutex> lock(r->state->mu);
+    finished = r->state->finished;
+  }
+  if (!finished) r->state->engine->cancel(r->state->id);  // nobody will read it
+  delete r;
+}
+
+sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !out) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_metrics: engine and out are required");
+    sy::StepEngineMetrics m = engine->session->step_engine()->metrics();
+    sy_metrics r{};
+    r.struct_size = sizeof(r);
+    r.running = m.running;
+    r.waiting = m.waiting;
+    r.finished = m.finished;
+    r.cancelled = m.cancelled;
+    r.failed = m.failed;
+    r.prompt_tokens = m.prompt_tokens;
+    r.generated_tokens = m.generated_tokens;
+    r.cached_tokens = m.cached_tokens;
+    r.preemptions = m.preemptions;
+    r.steps = m.steps;
+    r.kv_blocks_total = m.total_blocks;
+    r.kv_blocks_used = m.used_blocks;
+    std::memcpy(out, &r, std::min<size_t>(sizeof(r), out->struct_size ? out->struct_size : sizeof(r)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,173 @@
+/*
+ * Switchyard embedding API: the engine inside your own program or server.
+ *
+ * C only (C99), like plugin.h: no C++ type or exception crosses it, and it
+ * depends on no other header of the project. Link libswitchyard (installed
+ * with the SDK).
+ *
+ *   sy_engine_options o = {sizeof o};
+ *   o.manifest = "stories.yaml"; o.profile = "paged";
+ *   sy_engine* e;
+ *   if (sy_engine_create(&o, &e) != SY_API_OK) { fprintf(stderr, "%s\n", sy_last_error()); ... }
+ *   sy_request_params p = {sizeof p};
+ *   p.prompt_text = "Once upon a time"; p.max_tokens = 64;
+ *   sy_request* r;
+ *   sy_submit(e, &p, &r);
+ *   sy_request_wait(r);
+ *   printf("%s\n", sy_request_text(r));
+ *   sy_request_release(r);
+ *   sy_engine_destroy(e);
+ *
+ * Threads: every function is thread-safe. Callbacks run on the engine's
+ * thread; they must be quick and must not call sy_engine_destroy.
+ * Errors: functions return SY_API_OK (0) or an error code; the message is
+ * sy_last_error() on the calling thread. Strings returned by the API stay
+ * valid until the object they came from is released.
+ * Versions: structs start with struct_size and only grow at the end.
+ */
+#ifndef SWITCHYARD_SWITCHYARD_H_
+#define SWITCHYARD_SWITCHYARD_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SY_API_VERSION_MAJOR 1
+#define SY_API_VERSION_MINOR 0
+
+#if defined(_WIN32)
+#define SY_API __declspec(dllimport)
+#else
+#define SY_API __attribute__((visibility("default")))
+#endif
+
+typedef int32_t sy_api_status;
+enum {
+  SY_API_OK = 0,
+  SY_API_ERROR = 1,
+  SY_API_INVALID_ARGUMENT = 2, /* a bad request: empty prompt, bad sampling values, too long, ... */
+  SY_API_NOT_FOUND = 3,
+  SY_API_SHUTTING_DOWN = 4
+};
+
+typedef struct sy_engine sy_engine;
+typedef struct sy_request sy_request;
+
+/* The message of the last failed call on this thread ("" if none). */
+SY_API const char* sy_last_error(void);
+
+typedef struct sy_engine_options {
+  uint32_t struct_size;
+  const char* manifest;  /* YAML manifest (required) */
+  const char* profile;   /* NULL: the top level */
+  const char* model;     /* NULL: the manifest's */
+  int32_t threads;       /* 0: the manifest's, else one per core */
+} sy_engine_options;
+
+/* Loads the model and plugins of a manifest profile. The profile must select
+ * a cache manager (the asynchronous step engine serves requests). */
+SY_API sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out);
+/* Cancels what is still running, waits for the engine thread, frees all. */
+SY_API void sy_engine_destroy(sy_engine* engine);
+
+/* Model facts. */
+SY_API const char* sy_engine_model_name(const sy_engine* engine);
+SY_API int32_t sy_engine_max_context(const sy_engine* engine);
+SY_API int32_t sy_engine_has_tokenizer(const sy_engine* engine);
+
+/* Text <-> token ids with the manifest's tokenizer. tokenize writes up to
+ * capacity ids and sets *count to the full length (call again with a
+ * larger buffer when *count > capacity). */
+SY_API sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add_bos, int32_t* ids, int32_t capacity,
+                          int32_t* count);
+
+typedef struct sy_sampling {
+  uint32_t struct_size;
+  float temperature; /* 0: greedy */
+  int32_t top_k;     /* 0: off */
+  float top_p;       /* 1: off; 0 means 1 */
+  uint64_t seed;
+} sy_sampling;
+
+enum {
+  SY_FINISH_NONE = 0, /* still running */
+  SY_FINISH_STOP,     /* end-of-sequence token or a stop string */
+  SY_FINISH_LENGTH,   /* max_tokens */
+  SY_FINISH_CONTEXT,  /* the context limit */
+  SY_FINISH_CANCELLED,
+  SY_FINISH_TIMEOUT,
+  SY_FINISH_ERROR
+};
+
+typedef struct sy_request_info {
+  uint32_t struct_size;
+  int32_t finish_reason;  /* SY_FINISH_* */
+  int32_t prompt_tokens;
+  int32_t completion_tokens;
+  int32_t cached_tokens;  /* prompt tokens reused from the prefix cache */
+  double ttft_ms;
+  double e2e_ms;
+  const char* error;      /* for SY_FINISH_ERROR */
+} sy_request_info;
+
+typedef struct sy_request_params {
+  uint32_t struct_size;
+  const char* prompt_text;    /* tokenized with BOS, or ... */
+  const int32_t* prompt_ids;  /* ... these ids as they are (used when prompt_text is NULL) */
+  int32_t num_prompt_ids;
+  int32_t max_tokens;         /* 0: 16 */
+  sy_sampling sampling;
+  int32_t ignore_eos;
+  const char* const* stop;    /* stop strings: generation ends before the first one appears */
+  int32_t num_stop;
+  int32_t priority;
+  double timeout_ms;          /* 0: none */
+  /* Streaming, from the engine thread: each token with its text (the text
+   * may be empty while a UTF-8 character or a possible stop string is
+   * incomplete; it is then delivered with a later token). */
+  void (*on_token)(void* user, int32_t token, const char* text);
+  /* Called once at the end, from the engine thread. */
+  void (*on_finish)(void* user, const sy_request_info* info);
+  void* user;
+} sy_request_params;
+
+/* Queues a request. The handle stays valid until sy_request_release. */
+SY_API sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params, sy_request** out);
+/* Non-blocking: copies up to capacity new token ids since the last poll and
+ * returns 1 once the request has finished and every token was polled, else 0. */
+SY_API int32_t sy_request_poll(sy_request* request, int32_t* tokens, int32_t capacity, int32_t* count);
+/* Blocks until the request finishes. */
+SY_API void sy_request_wait(sy_request* request);
+/* Ends the request early (finish reason CANCELLED); safe after it finished. */
+SY_API void sy_request_cancel(sy_request* request);
+/* The generated text so far (stop strings trimmed). */
+SY_API const char* sy_request_text(sy_request* request);
+SY_API void sy_request_info_get(sy_request* request, sy_request_info* out);
+SY_API void sy_request_release(sy_request* request);
+
+typedef struct sy_metrics {
+  uint32_t struct_size;
+  int32_t running;
+  int32_t waiting;
+  int64_t finished;
+  int64_t cancelled;
+  int64_t failed;
+  int64_t prompt_tokens;
+  int64_t generated_tokens;
+  int64_t cached_tokens;
+  int64_t preemptions;
+  int64_t steps;
+  int32_t kv_blocks_total;
+  int32_t kv_blocks_used;
+} sy_metrics;
+
+SY_API sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SWITCHYARD_SWITCHYARD_H_ */
