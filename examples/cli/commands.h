@@ -12,5 +12,6 @@ int cmd_inspect(const std::vector<std::string>& args);
 int cmd_synth(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_ab(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
 
 }  // namespace sy::cli

@@ -18,6 +18,7 @@ const char* kUsage =
     "  synth      write a Llama-style model with random weights at a preset size\n"
     "  bench      run a workload in-process and report serving metrics\n"
     "  ab         run two profiles of a manifest on one workload, side by side\n"
+    "  serve      an OpenAI-compatible HTTP server\n"
     "\n"
     "run 'switchyard <command> --help' for the options of a command\n";
 }
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
-      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}};
+      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}, {"serve", sy::cli::cmd_serve}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::fprintf(stderr, "switchyard: unknown command '%s'\n%s", cmd.c_str(), kUsage);

@@ -1,0 +1,564 @@
+#include "openai_server.h"
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace sy::server {
+namespace {
+
+using json = nlohmann::json;
+
+std::atomic<bool> g_signal{false};
+extern "C" void on_signal(int) { g_signal = true; }
+
+// ---- errors shaped like OpenAI's
+
+struct ApiError {
+  int status;
+  std::string message, type, param, code;
+};
+
+json error_body(const ApiError& e) {
+  return {{"error", {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                     {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_body(e).dump(), "application/json");
+}
+
+ApiError bad_request(const std::string& message, const std::string& param = "", const std::string& code = "") {
+  return {400, message, "invalid_request_error", param, code};
+}
+
+// ---- Prometheus histograms (cumulative buckets, seconds)
+
+struct Histogram {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;
+  double sum = 0;
+  uint64_t count = 0;
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size(), 0) {}
+  void observe(double v) {
+    for (size_t i = 0; i < bounds.size(); ++i)
+      if (v <= bounds[i]) ++counts[i];
+    sum += v;
+    ++count;
+  }
+  void write(std::ostringstream& os, const std::string& name, const std::string& help) const {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+    for (size_t i = 0; i < bounds.size(); ++i) os << name << "_bucket{le=\"" << bounds[i] << "\"} " << counts[i] << "\n";
+    os << name << "_bucket{le=\"+Inf\"} " << count << "\n" << name << "_sum " << sum << "\n" << name << "_count " << count << "\n";
+  }
+};
+
+struct Stats {
+  std::mutex mu;
+  Histogram ttft{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}};
+  Histogram tpot{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0}};
+  Histogram e2e{{0.01, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0}};
+  std::map<std::string, uint64_t> success;  // finished_reason -> count
+  uint64_t http_errors = 0;
+};
+
+const char* reason_name(int32_t r) {
+  switch (r) {
+    case SY_FINISH_STOP: return "stop";
+    case SY_FINISH_LENGTH: return "length";
+    case SY_FINISH_CONTEXT: return "length";
+    case SY_FINISH_CANCELLED: return "abort";
+    case SY_FINISH_TIMEOUT: return "abort";
+    default: return "error";
+  }
+}
+
+// ---- one HTTP completion: n * prompts engine requests feeding one event queue
+
+struct Event {
+  int index;
+  std::string text;
+  bool final = false;
+  sy_request_info info{};
+  std::string error;
+};
+
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> events;
+  int pending = 0;  // choices not finished
+  Stats* stats = nullptr;
+};
+
+struct Choice {
+  std::shared_ptr<Completion> c;
+  int index;
+};
+
+void on_token(void* user, int32_t, const char* text) {
+  auto* ch = static_cast<Choice*>(user);
+  if (!*text) return;
+  {
+    std::lock_guard<std::mutex> lock(ch->c->mu);
+    ch->c->events.push_back({ch->index, text, false, {}, {}});
+  }
+  ch->c->cv.notify_all();
+}
+
+void on_finish(void* user, const sy_request_info* info) {
+  auto* ch = static_cast<Choice*>(user);
+  std::shared_ptr<Completion> c = ch->c;
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    Event e{ch->index, "", true, *info, info->error ? info->error : ""};
+    c->events.push_back(e);
+    --c->pending;
+  }
+  {
+    std::lock_guard<std::mutex> lock(c->stats->mu);
+    ++c->stats->success[reason_name(info->finish_reason)];
+    if (info->completion_tokens > 0) {
+      c->stats->ttft.observe(info->ttft_ms / 1000.0);
+      c->stats->e2e.observe(info->e2e_ms / 1000.0);
+      if (info->completion_tokens > 1)
+        c->stats->tpot.observe((info->e2e_ms - info->ttft_ms) / 1000.0 / (info->completion_tokens - 1));
+    }
+  }
+  c->cv.notify_all();
+  delete ch;  // the last callback of this request
+}
+
+// ---- request parsing
+
+template <typename T>
+T field(const json& body, const char* key, T fallback, const char* type_name) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  const json& v = body[key];
+  bool ok = false;
+  if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
+  else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer();
+  else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
+  else ok = v.is_string();
+  if (!ok) throw bad_request(std::string("invalid type for '") + key + "': expected " + type_name, key);
+  return v.get<T>();
+}
+
+struct Sampling {
+  int max_tokens = 16, n = 1;
+  double temperature = 1.0, top_p = 1.0;
+  int64_t seed = -1;
+  bool stream = false;
+  std::vector<std::string> stop;
+};
+
+class Server {
+ public:
+  Server(sy_engine* e, const ServerOptions& o) : engine_(e), opt_(o) {
+    if (opt_.model_name.empty()) opt_.model_name = sy_engine_model_name(e);
+    if (opt_.max_prompt_tokens <= 0) opt_.max_prompt_tokens = sy_engine_max_context(e);
+  }
+
+  int run() {
+    httplib::Server svr;
+    int threads = opt_.http_threads;
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    svr.set_payload_max_length(opt_.max_body_bytes);
+    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (draining_ && req.path.rfind("/v1/", 0) == 0) {
+        send_error(res, {503, "the server is shutting down", "server_error", "", "shutting_down"});
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!opt_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 && req.get_header_value("Authorization") != "Bearer " + opt_.api_key) {
+        send_error(res, {401, req.has_header("Authorization") ? "Incorrect API key provided" : "Missing API key: send 'Authorization: Bearer <key>'",
+                         "invalid_request_error", "", "invalid_api_key"});
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    svr.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(stats_.mu);
+        ++stats_.http_errors;
+      }
+      if (!res.body.empty()) return;
+      if (res.status == 413) send_error(res, {413, "request body larger than " + std::to_string(opt_.max_body_bytes) + " bytes", "invalid_request_error", "", "body_too_large"});
+      else if (res.status == 404) send_error(res, {404, "no such endpoint", "invalid_request_error", "", "not_found"});
+      else send_error(res, {res.status, "HTTP error " + std::to_string(res.status), "invalid_request_error", "", ""});
+    });
+    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("{\"status\":\"ok\"}", "application/json"); });
+    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      json j = {{"object", "list"},
+                {"data", {{{"id", opt_.model_name}, {"object", "model"}, {"created", started_}, {"owned_by", "switchyard"},
+                           {"max_model_len", sy_engine_max_context(engine_)}}}}};
+      res.set_content(j.dump(), "application/json");
+    });
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics(), "text/plain; version=0.0.4"); });
+    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    std::thread watcher([&] {
+      while (!g_signal) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::fprintf(stderr, "switchyard serve: shutting down (finishing %d in-flight requests, at most %.0f s)\n", inflight_.load(),
+                   opt_.shutdown_timeout_s);
+      draining_ = true;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(opt_.shutdown_timeout_s);
+      while (inflight_ > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      {
+        std::lock_guard<std::mutex> lock(active_mu_);
+        for (sy_request* r : active_) sy_request_cancel(r);
+      }
+      while (inflight_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      svr.stop();
+    });
+    if (!svr.bind_to_port(opt_.host, opt_.port)) {
+      std::fprintf(stderr, "switchyard serve: error: cannot listen on %s:%d\n", opt_.host.c_str(), opt_.port);
+      g_signal = true;
+      watcher.join();
+      return 1;
+    }
+    std::fprintf(stderr, "switchyard serve: %s on http://%s:%d (OpenAI API under /v1)\n", opt_.model_name.c_str(), opt_.host.c_str(), opt_.port);
+    svr.listen_after_bind();
+    g_signal = true;
+    watcher.join();
+    return 0;
+  }
+
+ private:
+  Sampling parse_sampling(const json& body) {
+    Sampling s;
+    s.max_tokens = field<int>(body, "max_tokens", 16, "an integer");
+    if (body.contains("max_completion_tokens")) s.max_tokens = field<int>(body, "max_completion_tokens", 16, "an integer");
+    if (s.max_tokens < 1) throw bad_request("max_tokens must be >= 1, got " + std::to_string(s.max_tokens), "max_tokens");
+    if (s.max_tokens > opt_.max_tokens_limit)
+      throw bad_request("max_tokens is " + std::to_string(s.max_tokens) + ", over this server's limit of " + std::to_string(opt_.max_tokens_limit), "max_tokens");
+    s.temperature = field<double>(body, "temperature", 1.0, "a number");
+    if (s.temperature < 0 || s.temperature > 2) throw bad_request("temperature must be in [0, 2]", "temperature");
+    s.top_p = field<double>(body, "top_p", 1.0, "a number");
+    if (s.top_p <= 0 || s.top_p > 1) throw bad_request("top_p must be in (0, 1]", "top_p");
+    s.n = field<int>(body, "n", 1, "an integer");
+    if (s.n < 1 || s.n > opt_.max_n) throw bad_request("n must be in [1, " + std::to_string(opt_.max_n) + "]", "n");
+    s.seed = field<int64_t>(body, "seed", -1, "an integer");
+    s.stream = field<bool>(body, "stream", false, "a boolean");
+    if (body.contains("stop") && !body["stop"].is_null()) {
+      const json& st = body["stop"];
+      if (st.is_string()) s.stop.push_back(st.get<std::string>());
+      else if (st.is_array() && st.size() <= 4) {
+        for (const auto& x : st) {
+          if (!x.is_string()) throw bad_request("invalid type for 'stop': expected a string or an array of up to 4 strings", "stop");
+          s.stop.push_back(x.get<std::string>());
+        }
+      } else {
+        throw bad_request("invalid type for 'stop': expected a string or an array of up to 4 strings", "stop");
+      }
+    }
+    return s;
+  }
+
+  // Prompts as token id lists.
+  std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat) {
+    std::vector<std::vector<int32_t>> out;
+    auto text_ids = [&](const std::string& t) {
+      if (!sy_engine_has_tokenizer(engine_)) throw bad_request("this model has no tokenizer: send token ids", "prompt");
+      std::vector<int32_t> ids(t.size() + 8);
+      int32_t n = 0;
+      if (sy_tokenize(engine_, t.c_str(), 1, ids.data(), static_cast<int32_t>(ids.size()), &n) != SY_API_OK)
+        throw bad_request(sy_last_error(), "prompt");
+      ids.resize(static_cast<size_t>(n));
+      return ids;
+    };
+    if (chat) {
+      if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+        throw bad_request("'messages' must be a non-empty array", "messages");
+      // A plain template: the model was not tuned for chat, so the
+      // conversation is given as text and the model continues it.
+      std::string text;
+      for (const auto& m : body["messages"]) {
+        if (!m.is_object() || !m.contains("content") || !m["content"].is_string())
+          throw bad_request("each message needs a string 'content'", "messages");
+        std::string role = m.value("role", "user");
+        text += (text.empty() ? "" : "\n") + m["content"].get<std::string>();
+        (void)role;
+      }
+      if (text.empty()) throw bad_request("the messages are empty", "messages");
+      out.push_back(text_ids(text));
+      return out;
+    }
+    if (!body.contains("prompt")) throw bad_request("'prompt' is required", "prompt");
+    const json& p = body["prompt"];
+    auto ids_of = [&](const json& arr) {
+      std::vector<int32_t> ids;
+      for (const auto& x : arr) {
+        if (!x.is_number_integer()) throw bad_request("invalid type for 'prompt': token ids must be integers", "prompt");
+        ids.push_back(x.get<int32_t>());
+      }
+      return ids;
+    };
+    if (p.is_string()) {
+      out.push_back(text_ids(p.get<std::string>()));
+    } else if (p.is_array() && !p.empty() && p[0].is_string()) {
+      for (const auto& x : p) {
+        if (!x.is_string()) throw bad_request("invalid type for 'prompt': mixed array", "prompt");
+        out.push_back(text_ids(x.get<std::string>()));
+      }
+    } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+      out.push_back(ids_of(p));
+    } else if (p.is_array() && !p.empty() && p[0].is_array()) {
+      for (const auto& x : p) out.push_back(ids_of(x));
+    } else {
+      throw bad_request("invalid type for 'prompt': expected a string, an array of strings, or token ids", "prompt");
+    }
+    for (const auto& ids : out) {
+      if (ids.empty() || (ids.size() == 1 && p.is_string() && p.get<std::string>().empty()))
+        throw bad_request("the prompt is empty", "prompt");
+      if (static_cast<int>(ids.size()) > opt_.max_prompt_tokens)
+        throw bad_request("This model's maximum prompt length is " + std::to_string(opt_.max_prompt_tokens) + " tokens. However, you requested " +
+                              std::to_string(ids.size()) + " tokens.",
+                          "prompt", "context_length_exceeded");
+    }
+    return out;
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+    json body;
+    try {
+      body = json::parse(req.body);
+    } catch (const std::exception& e) {
+      return send_error(res, bad_request(std::string("the body is not valid JSON: ") + e.what()));
+    }
+    std::vector<std::vector<int32_t>> prompts;
+    Sampling s;
+    try {
+      if (!body.is_object()) throw bad_request("the body must be a JSON object");
+      if (body.contains("model") && !body["model"].is_string()) throw bad_request("invalid type for 'model': expected a string", "model");
+      std::string model = body.value("model", opt_.model_name);
+      if (model != opt_.model_name)
+        throw ApiError{404, "The model '" + model + "' does not exist; this server serves '" + opt_.model_name + "'", "invalid_request_error", "model", "model_not_found"};
+      s = parse_sampling(body);
+      prompts = parse_prompts(body, chat);
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    }
+    auto c = std::make_shared<Completion>();
+    c->stats = &stats_;
+    std::vector<sy_request*> reqs;
+    std::vector<int> prompt_tokens;
+    std::vector<const char*> stops;
+    for (const auto& x : s.stop) stops.push_back(x.c_str());
+    ++inflight_;
+    for (size_t p = 0; p < prompts.size(); ++p)
+      for (int j = 0; j < s.n; ++j) {
+        sy_request_params params{};
+        params.struct_size = sizeof(params);
+        params.prompt_ids = prompts[p].data();
+        params.num_prompt_ids = static_cast<int32_t>(prompts[p].size());
+        params.max_tokens = s.max_tokens;
+        params.sampling = {sizeof(sy_sampling), static_cast<float>(s.temperature), 0, static_cast<float>(s.top_p),
+                           s.seed >= 0 ? static_cast<uint64_t>(s.seed) + static_cast<uint64_t>(j) : next_seed_++};
+        params.stop = stops.data();
+        params.num_stop = static_cast<int32_t>(stops.size());
+        params.on_token = on_token;
+        params.on_finish = on_finish;
+        int index = static_cast<int>(p) * s.n + j;
+        params.user = new Choice{c, index};
+        {
+          std::lock_guard<std::mutex> lock(c->mu);
+          ++c->pending;
+        }
+        sy_request* r = nullptr;
+        if (sy_submit(engine_, &params, &r) != SY_API_OK) {
+          std::string msg = sy_last_error();
+          delete static_cast<Choice*>(params.user);
+          {
+            std::lock_guard<std::mutex> lock(c->mu);
+            --c->pending;
+          }
+          release(reqs);
+          --inflight_;
+          return send_error(res, bad_request(msg, "prompt"));
+        }
+        reqs.push_back(r);
+        prompt_tokens.push_back(static_cast<int>(prompts[p].size()));
+        std::lock_guard<std::mutex> lock(active_mu_);
+        active_.insert(r);
+      }
+    const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    const int total_prompt = [&] {
+      int t = 0;
+      for (size_t p = 0; p < prompts.size(); ++p) t += static_cast<int>(prompts[p].size()) * s.n;
+      return t;
+    }();
+    if (!s.stream) {
+      std::vector<std::string> texts(reqs.size());
+      std::vector<std::string> finish(reqs.size());
+      int completion_tokens = 0;
+      std::string error;
+      {
+        std::unique_lock<std::mutex> lock(c->mu);
+        c->cv.wait(lock, [&] { return c->pending == 0; });
+        for (const Event& e : c->events) {
+          if (!e.final) continue;
+          finish[static_cast<size_t>(e.index)] = reason_name(e.info.finish_reason);
+          completion_tokens += e.info.completion_tokens;
+          if (e.info.finish_reason == SY_FINISH_ERROR) error = e.error;
+        }
+      }
+      for (size_t i = 0; i < reqs.size(); ++i) texts[i] = sy_request_text(reqs[i]);
+      release(reqs);
+      --inflight_;
+      if (!error.empty()) return send_error(res, {500, error, "server_error", "", ""});
+      json choices = json::array();
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        if (chat)
+          choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", texts[i]}}}, {"finish_reason", finish[i]}, {"logprobs", nullptr}});
+        else
+          choices.push_back({{"index", i}, {"text", texts[i]}, {"finish_reason", finish[i]}, {"logprobs", nullptr}});
+      }
+      json out = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", opt_.model_name},
+                  {"choices", choices},
+                  {"usage", {{"prompt_tokens", total_prompt}, {"completion_tokens", completion_tokens}, {"total_tokens", total_prompt + completion_tokens}}}};
+      res.set_content(out.dump(), "application/json");
+      return;
+    }
+    // Streaming: server-sent events, one chunk per piece of text, then the
+    // finish reason per choice, usage, and [DONE]. A failed write means the
+    // client went away: its requests are cancelled and their cache freed.
+    auto shared_reqs = std::make_shared<std::vector<sy_request*>>(reqs);
+    auto sent_role = std::make_shared<std::vector<bool>>(reqs.size(), false);
+    auto completion_tokens = std::make_shared<int>(0);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, c, shared_reqs, sent_role, completion_tokens, chat, id, created, total_prompt](size_t, httplib::DataSink& sink) {
+          std::deque<Event> batch;
+          bool all_done;
+          {
+            std::unique_lock<std::mutex> lock(c->mu);
+            c->cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !c->events.empty() || c->pending == 0; });
+            batch.swap(c->events);
+            all_done = c->pending == 0 && c->events.empty();
+          }
+          auto chunk = [&](int index, const json& payload_choice) {
+            json j = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                      {"model", opt_.model_name}, {"choices", json::array({payload_choice})}};
+            std::string line = "data: " + j.dump() + "\n\n";
+            (void)index;
+            return sink.write(line.data(), line.size());
+          };
+          bool ok = true;
+          for (const Event& e : batch) {
+            if (!ok) break;
+            auto idx = static_cast<size_t>(e.index);
+            if (chat && !(*sent_role)[idx]) {
+              ok = chunk(e.index, {{"index", e.index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}});
+              (*sent_role)[idx] = true;
+            }
+            if (!ok) break;
+            if (!e.final) {
+              ok = chat ? chunk(e.index, {{"index", e.index}, {"delta", {{"content", e.text}}}, {"finish_reason", nullptr}})
+                        : chunk(e.index, {{"index", e.index}, {"text", e.text}, {"finish_reason", nullptr}, {"logprobs", nullptr}});
+            } else {
+              *completion_tokens += e.info.completion_tokens;
+              std::string reason = reason_name(e.info.finish_reason);
+              ok = chat ? chunk(e.index, {{"index", e.index}, {"delta", json::object()}, {"finish_reason", reason}})
+                        : chunk(e.index, {{"index", e.index}, {"text", ""}, {"finish_reason", reason}, {"logprobs", nullptr}});
+            }
+          }
+          if (!ok) return false;  // client gone: the resource releaser cancels
+          if (all_done) {
+            json usage = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                          {"model", opt_.model_name}, {"choices", json::array()},
+                          {"usage", {{"prompt_tokens", total_prompt}, {"completion_tokens", *completion_tokens},
+                                     {"total_tokens", total_prompt + *completion_tokens}}}};
+            std::string tail = "data: " + usage.dump() + "\n\ndata: [DONE]\n\n";
+            if (!sink.write(tail.data(), tail.size())) return false;
+            sink.done();
+          }
+          return true;
+        },
+        [this, shared_reqs](bool) {
+          // Runs when the response ends, finished or not.
+          release(*shared_reqs);
+          --inflight_;
+        });
+  }
+
+  void release(const std::vector<sy_request*>& reqs) {
+    std::lock_guard<std::mutex> lock(active_mu_);
+    for (sy_request* r : reqs) {
+      active_.erase(r);
+      sy_request_release(r);  // cancels it if it is still running
+    }
+  }
+
+  std::string metrics() {
+    sy_metrics m{};
+    m.struct_size = sizeof(m);
+    sy_engine_metrics(engine_, &m);
+    std::ostringstream os;
+    auto gauge = [&](const char* name, double v, const char* help) {
+      os << "# HELP switchyard:" << name << " " << help << "\n# TYPE switchyard:" << name << " gauge\nswitchyard:" << name << " " << v << "\n";
+    };
+    auto counter = [&](const char* name, double v, const char* help) {
+      os << "# HELP switchyard:" << name << "_total " << help << "\n# TYPE switchyard:" << name << "_total counter\nswitchyard:" << name
+         << "_total " << v << "\n";
+    };
+    gauge("num_requests_running", m.running, "requests in the engine's running set");
+    gauge("num_requests_waiting", m.waiting, "requests waiting for admission");
+    gauge("kv_cache_usage_perc", m.kv_blocks_total ? static_cast<double>(m.kv_blocks_used) / m.kv_blocks_total : 0.0,
+          "fraction of KV-cache blocks in use");
+    counter("prompt_tokens", static_cast<double>(m.prompt_tokens), "prompt tokens processed");
+    counter("generation_tokens", static_cast<double>(m.generated_tokens), "tokens generated");
+    counter("num_preemptions", static_cast<double>(m.preemptions), "sequences preempted (recomputed later)");
+    counter("prefix_cache_queries", static_cast<double>(m.prompt_tokens), "prompt tokens looked up in the prefix cache");
+    counter("prefix_cache_hits", static_cast<double>(m.cached_tokens), "prompt tokens found in the prefix cache");
+    counter("spec_decode_num_drafts", 0, "speculative drafts (no drafter in this build of the engine)");
+    counter("spec_decode_num_draft_tokens", 0, "draft tokens proposed");
+    counter("spec_decode_num_accepted_tokens", 0, "draft tokens accepted");
+    std::lock_guard<std::mutex> lock(stats_.mu);
+    os << "# HELP switchyard:request_success_total finished requests by reason\n# TYPE switchyard:request_success_total counter\n";
+    for (const char* r : {"stop", "length", "abort", "error"})
+      os << "switchyard:request_success_total{finished_reason=\"" << r << "\"} " << (stats_.success.count(r) ? stats_.success.at(r) : 0) << "\n";
+    stats_.ttft.write(os, "switchyard:time_to_first_token_seconds", "time to first token");
+    stats_.tpot.write(os, "switchyard:time_per_output_token_seconds", "time per output token after the first");
+    stats_.e2e.write(os, "switchyard:e2e_request_latency_seconds", "end-to-end request latency");
+    return os.str();
+  }
+
+  sy_engine* engine_;
+  ServerOptions opt_;
+  Stats stats_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> inflight_{0};
+  std::atomic<uint64_t> next_id_{1}, next_seed_{1000};
+  std::mutex active_mu_;
+  std::set<sy_request*> active_;
+  int64_t started_ = static_cast<int64_t>(std::time(nullptr));
+};
+
+}  // namespace
+
+int serve(sy_engine* engine, const ServerOptions& options) {
+  Server s(engine, options);
+  return s.run();
+}
+
+}  // namespace sy::server
