@@ -7,7 +7,7 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 PKGS="cmake ninja-build g++ python3 python3-pip libonnx-dev libprotobuf-dev protobuf-compiler \
   libboost-dev libboost-program-options-dev libboost-filesystem-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev \
-  libyaml-cpp-dev libopenblas-dev libssl-dev"
+  libyaml-cpp-dev libopenblas-dev libssl-dev libcpp-httplib-dev curl"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -17,6 +17,8 @@ fi
 if [ "${1:-}" = "--tests" ]; then
   python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check onnx onnxruntime numpy
+  python3 -c "import openai, pytest" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check openai pytest
   # Headless Chromium renders the benchmark report in a test.
   command -v chromium >/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; }
 fi

@@ -1,0 +1,223 @@
+"""The OpenAI-compatible server, driven by the official `openai` client and
+by curl: completions, chat, streaming, stop strings, n, errors, 64
+concurrent streaming clients, client disconnects, graceful shutdown."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+import openai
+import pytest
+
+from conftest import API_KEY, CLI, MANIFEST, start_server
+
+STORY = "Once upon a time"
+
+
+def client(server, key=API_KEY):
+    return openai.OpenAI(base_url=server["base"] + "/v1", api_key=key, max_retries=0, timeout=60)
+
+
+def reference_text(prompt, n):
+    """Greedy text from the CLI's baseline mode: the server must match it."""
+    out = subprocess.check_output([CLI, "generate", "--manifest", MANIFEST, "--profile", "baseline", "--prompt", prompt,
+                                   "-n", str(n), "--ignore-eos", "--json"], text=True)
+    return json.loads(out)["text"]
+
+
+def curl(server, path, body=None, key=API_KEY, raw=None):
+    cmd = ["curl", "-s", "-w", "\n%{http_code}", server["base"] + path]
+    if key:
+        cmd += ["-H", f"Authorization: Bearer {key}"]
+    if body is not None or raw is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
+    r = subprocess.run(cmd, input=raw if raw is not None else (json.dumps(body) if body is not None else None),
+                       capture_output=True, text=True, timeout=60)
+    text, status = r.stdout.rsplit("\n", 1)
+    return int(status), text
+
+
+def metrics(server):
+    with urllib.request.urlopen(server["base"] + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def wait_idle(server, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = metrics(server)
+        if m["switchyard:num_requests_running"] == 0 and m["switchyard:kv_cache_usage_perc"] == 0:
+            return m
+        time.sleep(0.05)
+    raise AssertionError("the engine did not go idle: " + str(metrics(server)))
+
+
+def test_completion_matches_the_engine(server):
+    r = client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=24, temperature=0)
+    assert r.object == "text_completion"
+    assert r.choices[0].text == reference_text(STORY, 24)
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.prompt_tokens == 5 and r.usage.completion_tokens == 24 and r.usage.total_tokens == 29
+
+
+def test_chat_completion(server):
+    r = client(server).chat.completions.create(model="stories260K", messages=[{"role": "user", "content": STORY}],
+                                               max_tokens=12, temperature=0)
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content == reference_text(STORY, 12)
+    assert r.usage.completion_tokens == 12
+
+
+def test_streaming_equals_non_streaming(server):
+    c = client(server)
+    full = c.completions.create(model="stories260K", prompt=STORY, max_tokens=30, temperature=0).choices[0].text
+    pieces, reasons = [], []
+    for chunk in c.completions.create(model="stories260K", prompt=STORY, max_tokens=30, temperature=0, stream=True):
+        for ch in chunk.choices:
+            pieces.append(ch.text)
+            reasons.append(ch.finish_reason)
+    assert "".join(pieces) == full
+    assert reasons[-1] == "length"
+    chat = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model="stories260K", messages=[{"role": "user", "content": STORY}], max_tokens=30, temperature=0, stream=True)
+        if ch.choices)
+    assert chat == full
+
+
+def test_stop_strings_and_n(server):
+    c = client(server)
+    r = c.completions.create(model="stories260K", prompt=STORY, max_tokens=40, temperature=0, stop=[" girl"])
+    assert r.choices[0].text == ", there was a little"
+    assert r.choices[0].finish_reason == "stop"
+    streamed = "".join(ch.choices[0].text for ch in c.completions.create(
+        model="stories260K", prompt=STORY, max_tokens=40, temperature=0, stop=[" girl"], stream=True) if ch.choices)
+    assert streamed == ", there was a little"
+    r = c.completions.create(model="stories260K", prompt=STORY, max_tokens=16, temperature=1.0, seed=5, n=3)
+    assert [ch.index for ch in r.choices] == [0, 1, 2]
+    again = c.completions.create(model="stories260K", prompt=STORY, max_tokens=16, temperature=1.0, seed=5, n=3)
+    assert [ch.text for ch in r.choices] == [ch.text for ch in again.choices]  # seeded
+
+
+def test_errors_through_the_client(server):
+    with pytest.raises(openai.AuthenticationError):
+        client(server, key="wrong").completions.create(model="stories260K", prompt=STORY, max_tokens=4)
+    with pytest.raises(openai.NotFoundError) as e:
+        client(server).completions.create(model="gpt-17", prompt=STORY, max_tokens=4)
+    assert "gpt-17" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:
+        client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=-3)
+    assert e.value.body["param"] == "max_tokens"
+
+
+def test_errors_with_curl(server):
+    status, body = curl(server, "/v1/completions", raw="{not json")
+    assert status == 400 and "not valid JSON" in json.loads(body)["error"]["message"]
+    status, body = curl(server, "/v1/completions", {"prompt": STORY, "max_tokens": "ten"})
+    assert status == 400 and json.loads(body)["error"]["param"] == "max_tokens"
+    status, body = curl(server, "/v1/completions", {"prompt": 42})
+    assert status == 400 and json.loads(body)["error"]["type"] == "invalid_request_error"
+    status, body = curl(server, "/v1/completions", {"prompt": "x" * 100000, "max_tokens": 4})
+    assert status == 413 and json.loads(body)["error"]["code"] == "body_too_large"
+    status, body = curl(server, "/v1/completions", {"prompt": STORY, "max_tokens": 100000})
+    assert status == 400
+    status, body = curl(server, "/v1/completions", {"prompt": STORY}, key=None)
+    assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
+    status, body = curl(server, "/v1/chat/completions", {"messages": []})
+    assert status == 400
+    status, body = curl(server, "/v1/nothing", {})
+    assert status == 404
+    status, body = curl(server, "/health", key=None)
+    assert status == 200
+    status, body = curl(server, "/v1/models")
+    assert status == 200 and json.loads(body)["data"][0]["id"] == "stories260K"
+    # The server still serves after all of that.
+    assert client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=3).usage.completion_tokens == 3
+
+
+def test_sixty_four_concurrent_streaming_clients(server):
+    prompts = [STORY, "Lily and Tim", "The little dog", "One day, a bird"]
+    expected = {p: reference_text(p, 40) for p in prompts}
+
+    def run(i, results):
+        p = prompts[i % len(prompts)]
+        try:
+            text = "".join(ch.choices[0].text for ch in client(server).completions.create(
+                model="stories260K", prompt=p, max_tokens=40, temperature=0, stream=True) if ch.choices)
+            results[i] = (p, text)
+        except Exception as e:  # noqa: BLE001 - reported below
+            results[i] = (p, e)
+
+    def wave():
+        results = [None] * 64
+        threads = [threading.Thread(target=run, args=(i, results)) for i in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        return results
+
+    wave()  # warm up: pools and caches reach their working size
+    wait_idle(server)
+    before = rss_kib(server["proc"].pid)
+    results = wave()
+    for p, text in results:
+        assert not isinstance(text, Exception), text
+        assert text == expected[p]
+    m = wait_idle(server)
+    after = rss_kib(server["proc"].pid)
+    print(f"RSS after warm-up {before} KiB, after 64 more streams {after} KiB")
+    assert after - before < 16 * 1024, (before, after)
+    assert m["switchyard:num_requests_waiting"] == 0
+
+
+def test_client_disconnect_cancels_and_frees_the_cache(server):
+    aborted = metrics(server)['switchyard:request_success_total{finished_reason="abort"}']
+    body = json.dumps({"model": "stories260K", "prompt": STORY, "max_tokens": 500, "temperature": 0, "stream": True})
+    s = socket.create_connection(("127.0.0.1", server["port"]))
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+    received = b""
+    while b"data:" not in received:  # headers first, then the first event
+        chunk = s.recv(4096)
+        assert chunk, "connection closed before any event"
+        received += chunk
+    s.close()  # mid-stream
+    m = wait_idle(server)
+    assert m['switchyard:request_success_total{finished_reason="abort"}'] >= aborted + 1
+    assert client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=5).choices[0].finish_reason == "length"
+
+
+def test_sigterm_finishes_in_flight_requests():
+    proc, port = start_server(["--shutdown-timeout", "20"])
+    srv = {"base": f"http://127.0.0.1:{port}", "port": port}
+    result = {}
+
+    def long_request():
+        result["r"] = client(srv).completions.create(model="stories260K", prompt=STORY, max_tokens=400, temperature=0,
+                                                     extra_body={"ignore_eos": True})
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    t.join(timeout=60)
+    assert proc.wait(timeout=60) == 0
+    assert result["r"].choices[0].finish_reason in ("length", "stop")
+    assert result["r"].usage.completion_tokens > 0
