@@ -11,6 +11,7 @@
 #include "engine/session.h"
 #include "synth/synth_model.h"
 #include "bench/report.h"
+#include "http_bench.h"
 #include <fstream>
 #include "graph/onnx_import.h"
 #include "tokenizer/llama2c_tokenizer.h"
@@ -374,14 +375,31 @@ int cmd_bench(const std::vector<std::string>& args) {
   d.add_options()("help,h", "show this help");
   mf.add(d);
   wf.add(d);
+  std::string url, api_key, served_model = "stories260K";
+  int vocab = 512;
   d.add_options()("out", po::value(&out)->default_value("bench.json"), "JSON results")("html", po::value(&html), "also write an HTML report")(
-      "quiet", po::bool_switch(&quiet), "no progress bar");
-  auto p = parse(args, d, "usage: switchyard bench (--manifest M [--profile P] | --model M) [--workload W | generator options]");
+      "quiet", po::bool_switch(&quiet), "no progress bar")("url", po::value(&url), "drive a running server instead (http://host:port)")(
+      "api-key", po::value(&api_key), "with --url: the server's key")("served-model", po::value(&served_model)->default_value("stories260K"),
+                                                                       "with --url: the model id")(
+      "vocab", po::value(&vocab)->default_value(512), "with --url: token ids are drawn below this");
+  auto p = parse(args, d,
+                 "usage: switchyard bench (--manifest M [--profile P] | --model M | --url http://host:port) "
+                 "[--workload W | generator options]");
   if (p.help) return 0;
-  auto session = Session::create(mf.config());
-  Workload w = wf.load(static_cast<int>(session->model().vocab_size()));
-  std::string name = mf.profile.empty() ? "default" : mf.profile;
-  auto r = run_workload(*session, w, name, !quiet);
+  BenchResult r;
+  Workload w;
+  std::string name;
+  if (!url.empty()) {
+    // A running server: the same workload through concurrent streaming clients.
+    w = wf.load(vocab);
+    name = url;
+    r = sy::server::run_workload_http(url, api_key, served_model, w, !quiet);
+  } else {
+    auto session = Session::create(mf.config());
+    w = wf.load(static_cast<int>(session->model().vocab_size()));
+    name = mf.profile.empty() ? "default" : mf.profile;
+    r = run_workload(*session, w, name, !quiet);
+  }
   std::vector<BenchResult> rs{r};
   std::cout << "workload " << w.name << ": " << w.requests.size() << " requests\n" << results_table(rs, w.slo);
   auto j = results_json(rs, w.slo);

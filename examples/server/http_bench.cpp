@@ -1,0 +1,117 @@
+#include "http_bench.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace sy::server {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+// One streaming completion; token times from the SSE events.
+GenerationResult stream_one(const std::string& url, const std::string& key, const std::string& model, const GenerationRequest& r,
+                            Clock::time_point sent) {
+  GenerationResult g;
+  httplib::Client cli(url);
+  cli.set_read_timeout(600, 0);
+  httplib::Headers headers;
+  if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+  nlohmann::json body = {{"model", model}, {"prompt", r.prompt}, {"max_tokens", r.max_tokens},
+                         {"temperature", r.sampling.temperature}, {"stream", true}};
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = headers;
+  req.set_header("Content-Type", "application/json");
+  req.body = body.dump();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    size_t end;
+    while ((end = buffer.find("\n\n")) != std::string::npos) {
+      std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") continue;
+      auto j = nlohmann::json::parse(event.substr(6), nullptr, false);
+      if (j.is_discarded() || !j.contains("choices") || j["choices"].empty()) continue;
+      const auto& c = j["choices"][0];
+      double now = ms_between(sent, Clock::now());
+      if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty()) {
+        if (g.token_ms.empty()) g.ttft_ms = now;
+        g.token_ms.push_back(now);
+        g.tokens.push_back(0);  // text pieces: one per streamed event
+        g.e2e_ms = now;
+      }
+      if (c.contains("finish_reason") && c["finish_reason"].is_string()) g.finish_reason = c["finish_reason"];
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  if (!cli.send(req, res, err) || res.status != 200) {
+    g.finish_reason = "error";
+    g.error = err != httplib::Error::Success ? "connection failed: " + httplib::to_string(err) : "HTTP " + std::to_string(res.status);
+  }
+  return g;
+}
+
+}  // namespace
+
+BenchResult run_workload_http(const std::string& url, const std::string& api_key, const std::string& model, const Workload& w,
+                              bool progress) {
+  BenchResult r;
+  r.profile = url;
+  const size_t n = w.requests.size();
+  r.results.resize(n);
+  r.arrival_s.assign(n, 0);
+  std::atomic<size_t> done{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < n; ++i) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.requests[i].arrival_s)));
+    r.arrival_s[i] = std::chrono::duration<double>(Clock::now() - t0).count();
+    clients.emplace_back([&, i] {
+      r.results[i] = stream_one(url, api_key, model, w.requests[i].request, Clock::now());
+      ++done;
+    });
+    if (progress) std::fprintf(stderr, "\r  %zu/%zu sent, %zu done", i + 1, n, done.load());
+  }
+  for (auto& t : clients) t.join();
+  if (progress) std::fprintf(stderr, "\n");
+  r.duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t out = 0, in = 0;
+  int good = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& g = r.results[i];
+    if (g.finish_reason == "error" || g.tokens.empty()) {
+      ++r.failed;
+      continue;
+    }
+    ++r.completed;
+    out += static_cast<int64_t>(g.tokens.size());
+    in += static_cast<int64_t>(w.requests[i].request.prompt.size());
+    ttft.push_back(g.ttft_ms);
+    e2e.push_back(g.e2e_ms);
+    if (g.tokens.size() > 1) tpot.push_back(g.tpot_ms());
+    for (size_t k = 1; k < g.token_ms.size(); ++k) itl.push_back(g.token_ms[k] - g.token_ms[k - 1]);
+    good += (w.slo.ttft_ms <= 0 || g.ttft_ms <= w.slo.ttft_ms) && (w.slo.tpot_ms <= 0 || g.tpot_ms() <= w.slo.tpot_ms);
+  }
+  r.ttft_ms = percentiles(ttft);
+  r.tpot_ms = percentiles(tpot);
+  r.itl_ms = percentiles(itl);
+  r.e2e_ms = percentiles(e2e);
+  r.request_throughput = r.completed / r.duration_s;
+  r.output_throughput = static_cast<double>(out) / r.duration_s;
+  r.total_token_throughput = static_cast<double>(out + in) / r.duration_s;
+  r.goodput = good / r.duration_s;
+  return r;
+}
+
+}  // namespace sy::server
