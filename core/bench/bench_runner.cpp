@@ -192,6 +192,10 @@ std::vector<Row> rows() {
   r.push_back({"KV usage mean", [](const BenchResult& b) { return b.kv_usage_mean; }, "%.3f"});
   r.push_back({"prefix cache hit rate", [](const BenchResult& b) { return b.prefix_hit_rate; }, "%.3f"});
   r.push_back({"preemptions", [](const BenchResult& b) { return static_cast<double>(b.engine.preemptions); }, "%.0f"});
+  r.push_back({"spec draft tokens", [](const BenchResult& b) { return static_cast<double>(b.engine.spec_draft_tokens); }, "%.0f"});
+  r.push_back({"spec acceptance rate", [](const BenchResult& b) { return b.engine.spec_acceptance_rate(); }, "%.3f"});
+  r.push_back({"spec mean accepted length", [](const BenchResult& b) { return b.engine.spec_mean_accepted_length(); }, "%.3f"});
+  r.push_back({"model steps", [](const BenchResult& b) { return static_cast<double>(b.engine.steps); }, "%.0f"});
   r.push_back({"memory bandwidth GB/s", [](const BenchResult& b) { return b.memory_bandwidth_gbs; }, "%.1f"});
   r.push_back({"MBU", [](const BenchResult& b) { return b.mbu; }, "%.4f"});
   return r;

@@ -19,6 +19,14 @@ class Sampler {
   explicit Sampler(const SamplingParams& p);
   int sample(const float* logits, int n);
   static int argmax(const float* logits, int n);  // lowest id among ties
+  bool greedy() const { return p_.temperature <= 0.f; }
+  // The exact distribution sample() draws from (one-hot at the argmax when
+  // greedy): what speculative verification compares draft tokens against.
+  void distribution(const float* logits, int n, std::vector<double>& p);
+  // A draw from an explicit distribution (need not be normalised), and a
+  // uniform number in [0, 1), from this sampler's seeded stream.
+  int sample_from(const std::vector<double>& p);
+  double uniform();
 
  private:
   SamplingParams p_;

@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <filesystem>
 #include <sstream>
 
 namespace sy {
@@ -79,9 +80,28 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
       s->scheduler_instance_ = std::make_unique<PluginScheduler>(*s->scheduler_->entry, s->scheduler_->options, s->threads_.get());
     s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_, s->scheduler_instance_.get(),
                                                    StepEngineOptions{config.max_batch_tokens, config.max_seqs});
+    if (s->drafter_) {
+      const ComponentEntry& e = *s->drafter_->entry;
+      const OptionValues& o = s->drafter_->options;
+      auto int_option = [&](const char* name, int64_t fallback) {
+        const OptionValue* v = o.find(name);
+        return v && std::holds_alternative<int64_t>(*v) ? std::get<int64_t>(*v) : fallback;
+      };
+      if (!e.library) {
+        std::filesystem::path draft(std::get<std::string>(*o.find("model")));
+        if (draft.is_relative() && !config.manifest_path.empty()) draft = std::filesystem::path(config.manifest_path).parent_path() / draft;
+        s->drafter_instance_ = make_draft_model_drafter(draft.lexically_normal().string(), s->kernels_, s->threads_.get(),
+                                                         static_cast<int32_t>(int_option("k", 4)));
+      } else {
+        s->drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, s->threads_.get()));
+      }
+      s->step_engine_->set_drafter(s->drafter_instance_.get(), static_cast<int32_t>(int_option("k", 4)));
+    }
   } else {
     SY_CHECK(!s->scheduler_, s->scheduler_->entry->label() << " drives the step engine: select a cache manager ('cache:') "
                                                               "and the attention-fusion pass");
+    SY_CHECK(!s->drafter_, s->drafter_->entry->label() << " verifies drafts in the step engine: select a cache manager ('cache:') "
+                                                          "and the attention-fusion pass");
     SY_CHECK(!m.paged_attention(), config.model << ": attention is fused (PagedAttention) but no cache manager is selected: "
                                                    "set 'cache:' (e.g. paged) in the manifest");
     s->baseline_ = std::make_unique<BaselineGenerator>(m);
@@ -101,6 +121,7 @@ Session::~Session() {
   // Engines first, then the cache manager and kernel instances (which call
   // into their plugins' destroy), then the libraries.
   step_engine_.reset();
+  drafter_instance_.reset();
   baseline_.reset();
   scheduler_instance_.reset();
   cache_manager_.reset();

@@ -61,6 +61,7 @@ class Session {
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<PluginCacheManager> cache_manager_;
   std::unique_ptr<PluginScheduler> scheduler_instance_;
+  std::unique_ptr<Drafter> drafter_instance_;
   std::unique_ptr<StepEngine> step_engine_;
   std::unique_ptr<BaselineGenerator> baseline_;
 };

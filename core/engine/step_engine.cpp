@@ -18,6 +18,8 @@ struct StepEngine::Seq {
   double arrival_ms = 0;
   Sampler sampler{SamplingParams{}};
   GenerationResult result;
+  std::vector<int32_t> drafts;               // this step's proposals (appended to tokens)
+  std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
 };
 
@@ -113,6 +115,12 @@ std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationR
   return out;
 }
 
+void StepEngine::set_drafter(Drafter* drafter, int32_t max_k) {
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  drafter_ = drafter;
+  spec_k_ = drafter ? std::max(1, max_k) : 0;
+}
+
 StepEngineMetrics StepEngine::metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   return metrics_;
@@ -192,6 +200,12 @@ void StepEngine::finish(Seq* s, const std::string& reason, const std::string& er
   }
   std::erase(running_, s);
   std::erase(waiting_, s);
+  if (drafter_) {
+    try {
+      drafter_->release(s->id);
+    } catch (const std::exception&) {
+    }
+  }
   s->result.finish_reason = reason;
   s->result.error = error;
   sy_cache_stats stats{};
@@ -368,6 +382,7 @@ bool StepEngine::step() {
   size_t live_before = waiting_.size() + running_.size();
   std::vector<Scheduled> batch = scheduler_ ? plan_with_plugin() : plan_builtin();
   if (batch.empty()) return waiting_.size() + running_.size() != live_before;  // a failed admission is progress
+  if (drafter_) add_drafts(batch);
   StepRecord record;
   for (const auto& b : batch)
     record.entries.push_back({b.seq->id, b.tokens, b.tokens > 1 || b.seq->result.tokens.empty() || b.seq->computed + b.tokens < static_cast<int32_t>(b.seq->tokens.size())});
@@ -386,27 +401,121 @@ bool StepEngine::step() {
   int32_t row = 0;
   for (const auto& b : batch) {
     Seq* s = b.seq;
+    int32_t first_row = row;
     row += b.tokens;
+    if (!s->drafts.empty()) {
+      // Verification: rows first_row .. first_row + drafts scored every position.
+      int32_t base = s->computed;  // KV before this step
+      std::vector<int32_t> emitted = verify(s, logits.data<float>() + static_cast<int64_t>(first_row) * V, V);
+      int32_t accepted = static_cast<int32_t>(emitted.size()) - 1;
+      s->tokens.resize(s->tokens.size() - s->drafts.size());
+      s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
+      cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
+      cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
+      int32_t proposed = static_cast<int32_t>(s->drafts.size());
+      s->drafts.clear();
+      s->draft_q.clear();
+      drafter_->accepted(s->id, proposed, accepted);
+      {
+        std::lock_guard<std::mutex> mlock(mu_);
+        ++metrics_.spec_drafts;
+        metrics_.spec_draft_tokens += proposed;
+        metrics_.spec_accepted_tokens += accepted;
+        if (metrics_.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) metrics_.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
+        for (int32_t i = 0; i < accepted; ++i) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(i)];
+      }
+      for (int tok : emitted) {
+        if (s->done) break;  // a stop token ends the sequence; the rest is dropped
+        emit(s, tok, now);
+      }
+      // The last emitted token's KV is computed next step; earlier ones are in the cache.
+      continue;
+    }
     s->computed += b.tokens;
     cache_.commit(s->id, s->tokens.data(), s->computed);
     if (s->computed < static_cast<int32_t>(s->tokens.size())) continue;  // more prompt chunks to go
-    int tok = s->sampler.sample(logits.data<float>() + static_cast<int64_t>(row - 1) * V, static_cast<int>(V));
-    GenerationResult& res = s->result;
-    if (res.tokens.empty()) res.ttft_ms = now - s->arrival_ms;
-    res.tokens.push_back(tok);
-    res.e2e_ms = now - s->arrival_ms;
-    res.token_ms.push_back(res.e2e_ms);
-    s->tokens.push_back(tok);
-    {
-      std::lock_guard<std::mutex> mlock(mu_);
-      ++metrics_.generated_tokens;
-    }
-    if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
-    if (s->req.stop_at_eos && tok == s->req.eos_id) finish(s, "stop");
-    else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, "length");
-    else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
+    emit(s, s->sampler.sample(logits.data<float>() + static_cast<int64_t>(row - 1) * V, static_cast<int>(V)), now);
   }
   return true;
+}
+
+void StepEngine::emit(Seq* s, int tok, double now) {
+  GenerationResult& res = s->result;
+  if (res.tokens.empty()) res.ttft_ms = now - s->arrival_ms;
+  res.tokens.push_back(tok);
+  res.e2e_ms = now - s->arrival_ms;
+  res.token_ms.push_back(res.e2e_ms);
+  s->tokens.push_back(tok);
+  {
+    std::lock_guard<std::mutex> mlock(mu_);
+    ++metrics_.generated_tokens;
+  }
+  if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
+  if (s->req.stop_at_eos && tok == s->req.eos_id) finish(s, "stop");
+  else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, "length");
+  else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
+}
+
+void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
+  int32_t used = 0;
+  for (const auto& b : batch) used += b.tokens;
+  for (auto& b : batch) {
+    Seq* s = b.seq;
+    bool decode = b.tokens == 1 && !s->result.tokens.empty() && s->computed + 1 == static_cast<int32_t>(s->tokens.size());
+    if (!decode) continue;
+    // Never draft past the request's limits or the step budget.
+    int32_t room = std::min({spec_k_, s->req.max_tokens - static_cast<int32_t>(s->result.tokens.size()) - 1,
+                             static_cast<int32_t>(model_.max_context() - static_cast<int64_t>(s->tokens.size())) - 1,
+                             options_.max_batch_tokens - used});
+    if (room <= 0) continue;
+    std::vector<std::vector<double>> q;
+    std::vector<int32_t> d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q);
+    if (d.empty()) continue;
+    if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
+    for (int32_t t : d)
+      SY_CHECK(t >= 0 && (model_.vocab_size() < 0 || t < model_.vocab_size()), "drafter proposed token id " << t << ", outside the vocabulary");
+    SY_CHECK(q.empty() || q.size() >= d.size(), "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
+    if (!cache_.allocate(s->id, static_cast<int32_t>(d.size()))) continue;  // no room: decode without drafts
+    s->drafts = d;
+    s->draft_q = std::move(q);
+    s->tokens.insert(s->tokens.end(), d.begin(), d.end());
+    b.tokens += static_cast<int32_t>(d.size());
+    used += static_cast<int32_t>(d.size());
+  }
+}
+
+std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) {
+  std::vector<int32_t> out;
+  std::vector<double> p;
+  const auto n = static_cast<int>(V);
+  for (size_t i = 0; i < s->drafts.size(); ++i) {
+    const float* row = logits + static_cast<int64_t>(i) * V;
+    int32_t d = s->drafts[i];
+    if (s->sampler.greedy()) {
+      // Greedy: the longest prefix the target would have produced itself.
+      int t = Sampler::argmax(row, n);
+      out.push_back(t);
+      if (t != d) return out;
+      continue;
+    }
+    // Rejection sampling (Leviathan et al.): accept d with probability
+    // min(1, p(d) / q(d)); else draw from max(0, p - q), renormalised.
+    s->sampler.distribution(row, n, p);
+    double qd = s->draft_q.empty() ? 1.0 : s->draft_q[i][static_cast<size_t>(d)];
+    if (qd > 0 && s->sampler.uniform() < std::min(1.0, p[static_cast<size_t>(d)] / qd)) {
+      out.push_back(d);
+      continue;
+    }
+    for (size_t t = 0; t < p.size(); ++t) {
+      double qt = s->draft_q.empty() ? (static_cast<int32_t>(t) == d ? 1.0 : 0.0) : s->draft_q[i][t];
+      p[t] = std::max(0.0, p[t] - qt);
+    }
+    out.push_back(s->sampler.sample_from(p));
+    return out;
+  }
+  // Every draft accepted: a bonus token from the last row.
+  out.push_back(s->sampler.sample(logits + static_cast<int64_t>(s->drafts.size()) * V, n));
+  return out;
 }
 
 Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {

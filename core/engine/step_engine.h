@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/decoder_model.h"
+#include "engine/drafter.h"
 #include "engine/request.h"
 #include "plugin_host/components.h"
 
@@ -40,6 +41,13 @@ struct StepEngineMetrics {
   int64_t generated_tokens = 0;
   int64_t preemptions = 0;
   int64_t mixed_steps = 0;      // steps that ran prefill chunks and decode tokens together
+  // Speculative decoding (vLLM's names): drafts, proposed and accepted tokens,
+  // accepted tokens by draft position.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
+  double spec_acceptance_rate() const { return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0; }
+  // 1 + accepted / drafts: tokens emitted per verification step.
+  double spec_mean_accepted_length() const { return spec_drafts ? 1.0 + static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_drafts) : 0; }
   int64_t finished = 0, cancelled = 0, failed = 0;
   int32_t total_blocks = 0;
   int32_t used_blocks = 0;
@@ -90,6 +98,9 @@ class StepEngine {
   Tensor prompt_logits(const std::vector<int>& prompt);
 
   StepEngineMetrics metrics() const;  // a snapshot
+  // Speculative decoding: decode steps carry up to max_k draft tokens from
+  // `drafter` (not owned; null turns it off), verified in the same forward.
+  void set_drafter(Drafter* drafter, int32_t max_k);
   // Keep the plan of every step (off by default).
   void record_steps(bool on);
   std::vector<StepRecord> step_records() const;
@@ -109,12 +120,19 @@ class StepEngine {
   void preempt(Seq* s);
   void finish(Seq* s, const std::string& reason, const std::string& error = {});
   Tensor forward(const std::vector<Scheduled>& batch);
+  void add_drafts(std::vector<Scheduled>& batch);
+  // Accepts or rejects a sequence's drafts against the target logits rows
+  // starting at `row`; returns the tokens to emit.
+  std::vector<int32_t> verify(Seq* s, const float* logits, int64_t vocab);
+  void emit(Seq* s, int tok, double now);
   void validate(const GenerationRequest& r) const;
   double now_ms() const;
 
   DecoderModel& model_;
   PluginCacheManager& cache_;
   PluginScheduler* scheduler_;
+  Drafter* drafter_ = nullptr;
+  int32_t spec_k_ = 0;
   StepEngineOptions options_;
   std::vector<sy_tensor> key_cache_, value_cache_;
   int32_t block_size_ = 0;

@@ -73,6 +73,15 @@ ComponentRegistry ComponentRegistry::with_builtins() {
   add_builtin("cse", "merge equal constants and equal nodes", make_cse_pass);
   add_builtin("identity-elimination", "drop nodes that return their input", make_identity_elimination_pass);
   add_builtin("dead-node-elimination", "drop nodes nothing reads", make_dead_node_elimination_pass);
+  // The draft-model drafter runs a second model, so the engine provides it.
+  ComponentEntry draft;
+  draft.kind = ComponentKind::Drafter;
+  draft.name = "draft-model";
+  draft.version = "1.0.0";
+  draft.description = "a second decoder model (smaller, or the same under other settings) proposes k tokens";
+  draft.options = {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "draft model (.onnx), relative to the manifest"},
+                   OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step"}};
+  r.add(std::move(draft));
   return r;
 }
 

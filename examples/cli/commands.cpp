@@ -156,6 +156,10 @@ int cmd_generate(const std::vector<std::string>& args) {
     std::fprintf(stderr, "[step engine: %lld steps, KV blocks peak %d of %d, prefix cache hit rate %.3f (%lld of %lld prompt tokens), %lld preemptions]\n",
                  static_cast<long long>(m.steps), m.peak_used_blocks, m.total_blocks, m.prefix_hit_rate(),
                  static_cast<long long>(m.cached_tokens), static_cast<long long>(m.prompt_tokens), static_cast<long long>(m.preemptions));
+    if (m.spec_drafts > 0)
+      std::fprintf(stderr, "[speculative: %lld drafts, %lld tokens proposed, %lld accepted, acceptance rate %.3f, mean accepted length %.2f]\n",
+                   static_cast<long long>(m.spec_drafts), static_cast<long long>(m.spec_draft_tokens),
+                   static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(), m.spec_mean_accepted_length());
   }
   for (size_t r = 0; r < batch.size(); ++r) {
     const auto& res = results[r];

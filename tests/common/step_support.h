@@ -19,6 +19,9 @@ inline EngineConfig paged_config(const std::string& model_stem, const std::strin
 #ifdef SY_SCHEDULER_PLUGIN
   c.plugins.push_back(PluginSpec{SY_SCHEDULER_PLUGIN, std::nullopt, "test"});
 #endif
+#ifdef SY_SPECULATIVE_PLUGIN
+  c.plugins.push_back(PluginSpec{SY_SPECULATIVE_PLUGIN, std::nullopt, "test"});
+#endif
   if (cache.empty()) return c;
   ComponentSelection pass{"attention-fusion", {}, "test: passes[0]"};
   for (const auto& [k, v] : pass_options) pass.options[k] = RawOption{v, "test: pass option " + k};
@@ -36,5 +39,13 @@ inline void set_scheduler(EngineConfig& c, const std::string& name, const std::m
   ComponentSelection s{name, {}, "test: scheduler"};
   for (const auto& [k, v] : options) s.options[k] = RawOption{v, "test: scheduler option " + k};
   c.scheduler = s;
+}
+}  // namespace sy::test
+
+namespace sy::test {
+inline void set_drafter(EngineConfig& c, const std::string& name, const std::map<std::string, std::string>& options = {}) {
+  ComponentSelection s{name, {}, "test: drafter"};
+  for (const auto& [k, v] : options) s.options[k] = RawOption{v, "test: drafter option " + k};
+  c.drafter = s;
 }
 }  // namespace sy::test

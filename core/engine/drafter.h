@@ -1,0 +1,34 @@
+// Speculative drafters as the step engine sees them: a plugin drafter (the
+// drafter ABI; its proposals are point masses) or the built-in draft-model
+// drafter (a second model with its own KV cache; it reports the draft
+// distribution of every proposal so verification can be exact).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/decoder_model.h"
+#include "engine/sampler.h"
+#include "plugin_host/components.h"
+
+namespace sy {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to k tokens to follow `tokens` (prompt + generated so far). When q is
+  // filled, q[i] is the distribution proposal i was drawn from; left empty,
+  // proposals are deterministic (point masses).
+  virtual std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams& sampling,
+                                       std::vector<std::vector<double>>* q) = 0;
+  virtual void accepted(uint64_t seq, int32_t proposed, int32_t accepted) = 0;
+  virtual void release(uint64_t seq) = 0;
+};
+
+std::unique_ptr<Drafter> make_plugin_drafter(std::unique_ptr<PluginDrafter> plugin);
+
+// The draft model runs in baseline mode (its own past/present KV per
+// sequence, rolled back to what the target accepted before each proposal).
+std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& model_path, const KernelRegistry& registry, ThreadPool* threads,
+                                                  int32_t k);
+
+}  // namespace sy

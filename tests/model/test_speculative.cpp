@@ -1,0 +1,175 @@
+// Speculative decoding: greedy outputs identical with and without each
+// drafter on every shared model at batch 1 and 8; with sampling, the token
+// distribution matches the target's (two-sample chi-square); rejected
+// drafts leave the prefix cache exactly as if they never existed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "step_support.h"
+
+namespace sy {
+namespace {
+
+using test::paged_config;
+using test::set_drafter;
+
+GenerationRequest req(std::vector<int> prompt, int n, float temperature = 0, uint64_t seed = 0) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = n;
+  r.stop_at_eos = false;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  return r;
+}
+
+// Prompts with repetition (prompt lookup finds matches) and without.
+std::vector<GenerationRequest> batch8() {
+  std::vector<std::vector<int>> prompts = {
+      {1, 403, 407, 261, 378},
+      {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 403, 407, 261, 378},
+      {1, 360, 317, 455, 386, 370, 264, 334, 281, 422, 415, 46, 436, 472, 258, 360, 317, 455},
+      {1, 300, 301, 302, 300, 301, 302, 300, 301},
+      {1},
+      {1, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396},
+      {1, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385},
+      {1, 403, 407, 261, 378, 403, 407}};
+  std::vector<GenerationRequest> out;
+  for (size_t i = 0; i < prompts.size(); ++i) out.push_back(req(prompts[i], 24 + static_cast<int>(i)));
+  return out;
+}
+
+struct Drafter {
+  std::string name;
+  std::map<std::string, std::string> options;
+};
+
+std::vector<Drafter> drafters() {
+  return {{"prompt-lookup", {{"k", "4"}}},
+          {"prompt-lookup", {{"k", "6"}, {"ngram_max", "2"}, {"adaptive", "true"}}},
+          {"draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "3"}}},  // low acceptance
+          {"draft-model", {{"k", "4"}}}};  // the target itself: full acceptance
+}
+
+TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
+  for (const char* model : {"stories260K", "llama_mha_tiny_random", "llama_mqa_tiny_random"}) {
+    auto plain = Session::create(paged_config(model, "paged", {{"block_size", "4"}}));
+    auto batch = batch8();
+    auto expected = plain->generate(batch);
+    for (auto d : drafters()) {
+      if (d.name == "draft-model" && !d.options.count("model")) d.options["model"] = test::model_path(std::string(model) + ".onnx");
+      auto cfg = paged_config(model, "paged", {{"block_size", "4"}});
+      set_drafter(cfg, d.name, d.options);
+      auto s = Session::create(cfg);
+      for (size_t i = 0; i < batch.size(); ++i)  // batch 1
+        EXPECT_EQ(s->generate({batch[i]})[0].tokens, expected[i].tokens) << model << " " << d.name << " request " << i;
+      auto together = s->generate(batch);  // batch 8
+      for (size_t i = 0; i < batch.size(); ++i)
+        EXPECT_EQ(together[i].tokens, expected[i].tokens) << model << " " << d.name << " batch request " << i;
+      auto m = s->step_engine()->metrics();
+      EXPECT_GT(m.spec_drafts, 0) << model << " " << d.name;
+      std::printf("[ %s / %s ] drafts %lld, proposed %lld, accepted %lld (rate %.3f, mean accepted length %.2f)\n", model,
+                  d.name.c_str(), static_cast<long long>(m.spec_drafts), static_cast<long long>(m.spec_draft_tokens),
+                  static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(), m.spec_mean_accepted_length());
+    }
+  }
+}
+
+// Pearson's two-sample chi-square over the categories both samples hit at
+// least 5 times (the rest pooled); returns {statistic, degrees of freedom}.
+std::pair<double, int> chi_square(const std::map<int, int>& a, const std::map<int, int>& b, int na, int nb) {
+  std::map<int, std::pair<int, int>> cells;
+  std::pair<int, int> pooled{0, 0};
+  for (const auto& [k, v] : a) cells[k].first = v;
+  for (const auto& [k, v] : b) cells[k].second = v;
+  std::vector<std::pair<int, int>> used;
+  for (const auto& [k, c] : cells) {
+    if (c.first + c.second >= 10) used.push_back(c);
+    else pooled = {pooled.first + c.first, pooled.second + c.second};
+  }
+  if (pooled.first + pooled.second > 0) used.push_back(pooled);
+  double chi = 0;
+  double ka = std::sqrt(static_cast<double>(nb) / na), kb = std::sqrt(static_cast<double>(na) / nb);
+  for (const auto& [x, y] : used) chi += std::pow(ka * x - kb * y, 2) / (x + y);
+  return {chi, static_cast<int>(used.size()) - 1};
+}
+
+// Upper 0.1% point of chi-square with df degrees of freedom (Wilson-Hilferty).
+double chi_square_critical_001(int df) {
+  double z = 3.0902, h = 2.0 / (9.0 * df);
+  return df * std::pow(1 - h + z * std::sqrt(h), 3);
+}
+
+TEST(Speculative, SamplingPreservesTheTargetDistribution) {
+  // Independent samples (different seeds) with and without a drafter; the
+  // marginal distributions of generated tokens 3 and 5, which verification
+  // steps produce, must agree at the 0.1% level.
+  const int N = 2000;
+  std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 403, 407, 261, 378};
+  auto sample = [&](const std::optional<Drafter>& d, uint64_t seed_base) {
+    auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+    cfg.max_seqs = 256;
+    cfg.max_batch_tokens = 4096;
+    if (d) set_drafter(cfg, d->name, d->options);
+    auto s = Session::create(cfg);
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < N; ++i) reqs.push_back(req(prompt, 6, 1.0f, seed_base + static_cast<uint64_t>(i) * 7919));
+    std::vector<std::map<int, int>> hist(2);
+    for (const auto& r : s->generate(reqs)) {
+      ++hist[0][r.tokens[2]];
+      ++hist[1][r.tokens[4]];
+    }
+    auto m = s->step_engine()->metrics();
+    if (d) {
+      EXPECT_GT(m.spec_draft_tokens, N) << d->name;
+      EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens) << d->name << ": some drafts must be rejected to test anything";
+      EXPECT_GT(m.spec_accepted_tokens, 0) << d->name;
+      std::printf("[ %s ] sampled: %lld drafts, acceptance rate %.3f\n", d->name.c_str(), static_cast<long long>(m.spec_drafts),
+                  m.spec_acceptance_rate());
+    }
+    return hist;
+  };
+  auto target = sample(std::nullopt, 1000);
+  for (const auto& d : {Drafter{"prompt-lookup", {{"k", "3"}}},
+                        Drafter{"draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "2"}}}}) {
+    auto spec = sample(d, 500000);
+    for (int pos = 0; pos < 2; ++pos) {
+      auto [chi, df] = chi_square(target[static_cast<size_t>(pos)], spec[static_cast<size_t>(pos)], N, N);
+      double crit = chi_square_critical_001(df);
+      std::printf("[ %s ] token %d: chi-square %.1f on %d degrees of freedom (0.1%% critical value %.1f)\n", d.name.c_str(),
+                  pos == 0 ? 3 : 5, chi, df, crit);
+      EXPECT_GE(df, 3);
+      EXPECT_LT(chi, crit) << d.name << " changes the distribution of generated token " << (pos == 0 ? 3 : 5);
+    }
+  }
+}
+
+TEST(Speculative, RollbackLeavesThePrefixCacheAsIfRejectedTokensNeverExisted) {
+  auto cfg = paged_config("stories260K", "prefix-caching", {{"block_size", "4"}});
+  set_drafter(cfg, "draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "3"}});
+  auto spec = Session::create(cfg);
+  auto plain = Session::create(paged_config("stories260K", "prefix-caching", {{"block_size", "4"}}));
+  auto r = req({1, 403, 407, 261, 378}, 41);
+  auto a = spec->generate({r})[0];
+  auto b = plain->generate({r})[0];
+  ASSERT_EQ(a.tokens, b.tokens);
+  auto m = spec->step_engine()->metrics();
+  ASSERT_GT(m.spec_draft_tokens - m.spec_accepted_tokens, 10) << "the test needs rejected drafts";
+  // Every full block of prompt + output is registered under its true
+  // tokens: a follow-up with the whole text reuses all of them, in both.
+  std::vector<int> whole = r.prompt;
+  whole.insert(whole.end(), a.tokens.begin(), a.tokens.end());  // 46 tokens: 11 full blocks
+  auto follow = req(whole, 5);
+  auto fa = spec->generate({follow})[0], fb = plain->generate({follow})[0];
+  EXPECT_EQ(fa.cached_tokens, 44);
+  EXPECT_EQ(fa.cached_tokens, fb.cached_tokens);
+  EXPECT_EQ(fa.tokens, fb.tokens);
+  // And the blocks are back in the free pool: nothing leaked by rollbacks.
+  auto stats = spec->step_engine()->cache().stats();
+  EXPECT_EQ(stats.free_blocks, stats.total_blocks);
+}
+
+}  // namespace
+}  // namespace sy
