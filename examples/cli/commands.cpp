@@ -471,7 +471,8 @@ int cmd_synth(const std::vector<std::string>& args) {
   po::options_description d("synth options");
   d.add_options()("help,h", "show this help")("preset", po::value(&preset)->required(), "model shape (see below)")(
       "out,o", po::value(&out)->required(), "output .onnx path (large models also write <out>.data)")(
-      "seed", po::value(&seed)->default_value(1), "weight seed");
+      "seed", po::value(&seed)->default_value(1), "weight seed")(
+      "layers", po::value<int64_t>(), "keep only the first N layers (same seed: a truncated copy, e.g. a draft model)");
   std::ostringstream usage;
   usage << "usage: switchyard synth --preset NAME --out model.onnx [--seed S]\npresets:\n";
   for (const auto& p : synth_presets())
@@ -479,7 +480,13 @@ int cmd_synth(const std::vector<std::string>& args) {
           << " kv), ffn " << p.hidden << ", vocab " << p.vocab << ", " << synth_parameter_count(p) / 1000000 << "M parameters\n";
   auto parsed = parse(args, d, usage.str().c_str());
   if (parsed.help) return 0;
-  const SynthConfig& c = synth_preset(preset);
+  SynthConfig c = synth_preset(preset);
+  if (parsed.vm.count("layers")) {
+    int64_t n = parsed.vm["layers"].as<int64_t>();
+    SY_CHECK(n >= 1 && n <= c.layers, "--layers must be in [1, " << c.layers << "]");
+    c.layers = n;
+    c.name += "-" + std::to_string(n) + "layers";
+  }
   write_synth_model(c, out, seed);
   std::printf("wrote %s: %s, %lld parameters\n", out.c_str(), c.name.c_str(), static_cast<long long>(synth_parameter_count(c)));
   return 0;
