@@ -21,39 +21,10 @@ int Sampler::argmax(const float* logits, int n) {
 }
 
 int Sampler::sample(const float* logits, int n) {
-  if (p_.temperature <= 0.f) return argmax(logits, n);
-  scratch_.resize(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) scratch_[static_cast<size_t>(i)] = {logits[i] / p_.temperature, i};
-  // Sort by logit, highest first (ties by id, so results are deterministic).
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t keep = static_cast<size_t>(n);
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
-  std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(keep), scratch_.end(), by_logit);
-  float m = scratch_[0].first;
-  double total = 0;
-  std::vector<double> probs(keep);
-  for (size_t i = 0; i < keep; ++i) total += probs[i] = std::exp(static_cast<double>(scratch_[i].first - m));
-  if (p_.top_p < 1.f) {
-    // Smallest prefix whose probability mass reaches top_p.
-    double acc = 0;
-    size_t cut = keep;
-    for (size_t i = 0; i < keep; ++i) {
-      acc += probs[i] / total;
-      if (acc >= p_.top_p) {
-        cut = i + 1;
-        break;
-      }
-    }
-    keep = cut;
-    total = 0;
-    for (size_t i = 0; i < keep; ++i) total += probs[i];
-  }
-  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
-  for (size_t i = 0; i < keep; ++i) {
-    r -= probs[i];
-    if (r < 0) return scratch_[i].second;
-  }
-  return scratch_[keep - 1].second;
+  if (greedy()) return argmax(logits, n);
+  std::vector<double>& p = probs_;
+  distribution(logits, n, p);
+  return sample_from(p);
 }
 
 }  // namespace sy

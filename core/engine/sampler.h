@@ -32,6 +32,7 @@ class Sampler {
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int>> scratch_;
+  std::vector<double> probs_;
 };
 
 }  // namespace sy

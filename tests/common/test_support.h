@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <gtest/gtest.h>
 
 namespace sy::test {
 
@@ -37,6 +38,19 @@ struct TempDir {
     return c;
   }
 };
+
+// Runs f, expects sy::Error (or any exception deriving from
+// std::exception), and returns its message; a test failure when none is thrown.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error was raised";
+  return {};
+}
 
 }  // namespace sy::test
 

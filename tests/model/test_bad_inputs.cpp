@@ -33,17 +33,7 @@ struct Env {
   }
 };
 
-// Runs f, expects sy::Error, and returns its message.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was raised";
-  return {};
-}
+using test::error_of;
 
 TEST(BadInputs, TruncatedFile) {
   test::TempDir dir;

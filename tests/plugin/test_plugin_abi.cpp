@@ -21,16 +21,7 @@ struct Host {
   PluginHost host{kernels, components, &threads};
 };
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error was raised";
-  return {};
-}
+using test::error_of;
 
 #define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
