@@ -17,6 +17,21 @@ std::string Shape::str() const {
 
 namespace {
 constexpr size_t kAlign = 64;  // cache line; also AVX-512 friendly
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
+
+// Bytes of a tensor, refusing shapes whose size overflows or is absurd
+// (a hostile model can ask Expand or ConstantOfShape for anything).
+size_t checked_bytes(DType dtype, const Shape& shape) {
+  uint64_t bytes = dtype_size(dtype);
+  for (int64_t d : shape) {
+    SY_CHECK(d >= 0, "negative dimension in shape " << shape.str());
+    if (d == 0) return 0;
+    SY_CHECK(bytes <= kMaxTensorBytes / static_cast<uint64_t>(d), "a tensor of shape " << shape.str() << " and type "
+                                                                                         << dtype_name(dtype) << " is larger than 1 TiB");
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return static_cast<size_t>(bytes);
+}
 void* aligned_alloc_bytes(size_t bytes) {
   size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
   if (n == 0) n = kAlign;
@@ -28,8 +43,7 @@ void* aligned_alloc_bytes(size_t bytes) {
 
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
   SY_CHECK(dtype_size(dtype) > 0, "cannot allocate a tensor of type " << dtype_name(dtype));
-  for (int64_t d : shape) SY_CHECK(d >= 0, "negative dimension in shape " << shape.str());
-  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  size_t bytes = checked_bytes(dtype, shape);
   void* p = aligned_alloc_bytes(bytes);
   std::memset(p, 0, bytes);
   return Tensor(dtype, shape, std::shared_ptr<void>(p, std::free), p);
@@ -78,8 +92,7 @@ size_t BufferPool::bytes_held() const {
 Tensor BufferPool::allocate(DType dtype, const Shape& shape) {
   size_t elem = dtype_size(dtype);
   SY_CHECK(elem > 0, "cannot allocate a tensor of type " << dtype_name(dtype));
-  for (int64_t d : shape) SY_CHECK(d >= 0, "negative dimension in shape " << shape.str());
-  size_t bytes = static_cast<size_t>(shape.numel()) * elem;
+  size_t bytes = checked_bytes(dtype, shape);
   size_t cls = static_cast<size_t>(std::bit_width(std::max<size_t>(bytes, 64) - 1));
   size_t cap = size_t{1} << cls;
   void* p = nullptr;

@@ -97,11 +97,18 @@ Tensor convert_tensor(const Ctx& ctx, onnx::TensorProto& t) {
            ctx.label << ": tensor '" << t.name() << "' has unsupported data type " << t.data_type());
   DType dt = static_cast<DType>(t.data_type());
   Shape shape;
+  // Element count without overflow: a header may claim any size, and
+  // nothing is allocated before the data that backs it is checked.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  int64_t n_elements = 1;
   for (int64_t d : t.dims()) {
     SY_CHECK(d >= 0, ctx.label << ": tensor '" << t.name() << "' has a negative dimension");
+    SY_CHECK(d == 0 || n_elements <= kMaxElements / d,
+             ctx.label << ": tensor '" << t.name() << "' claims more than 2^40 elements");
+    n_elements *= d;
     shape.push_back(d);
   }
-  size_t n = static_cast<size_t>(shape.numel());
+  size_t n = static_cast<size_t>(n_elements);
   size_t bytes = n * dtype_size(dt);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     void* data = nullptr;
@@ -122,27 +129,33 @@ Tensor convert_tensor(const Ctx& ctx, onnx::TensorProto& t) {
     }
     return Tensor(dt, shape, std::shared_ptr<void>(owned, data), data);
   }
-  Tensor out = Tensor::empty(dt, shape);
-  auto count_check = [&](int have) {
-    SY_CHECK(static_cast<size_t>(have) == n, ctx.label << ": initializer '" << t.name() << "' of shape " << shape.str()
-                                                       << " has " << have << " values, expected " << n);
-  };
+  // Typed fields: the value count must match before anything is allocated.
+  int have = 0;
   switch (dt) {
-    case DType::F32: count_check(t.float_data_size()); copy_typed(t.float_data(), out.data<float>(), n); break;
-    case DType::F64: count_check(t.double_data_size()); copy_typed(t.double_data(), out.data<double>(), n); break;
-    case DType::I64: count_check(t.int64_data_size()); copy_typed(t.int64_data(), out.data<int64_t>(), n); break;
+    case DType::F32: have = t.float_data_size(); break;
+    case DType::F64: have = t.double_data_size(); break;
+    case DType::I64: have = t.int64_data_size(); break;
+    case DType::U32: case DType::U64: have = t.uint64_data_size(); break;
+    default: have = t.int32_data_size(); break;
+  }
+  SY_CHECK(static_cast<size_t>(have) == n, ctx.label << ": initializer '" << t.name() << "' of shape " << shape.str() << " has " << have
+                                                     << " values, expected " << n);
+  Tensor out = Tensor::empty(dt, shape);
+  switch (dt) {
+    case DType::F32: copy_typed(t.float_data(), out.data<float>(), n); break;
+    case DType::F64: copy_typed(t.double_data(), out.data<double>(), n); break;
+    case DType::I64: copy_typed(t.int64_data(), out.data<int64_t>(), n); break;
     case DType::U32: case DType::U64:
-      count_check(t.uint64_data_size());
       if (dt == DType::U64) copy_typed(t.uint64_data(), out.data<uint64_t>(), n);
       else copy_typed(t.uint64_data(), out.data<uint32_t>(), n);
       break;
-    case DType::I32: count_check(t.int32_data_size()); copy_typed(t.int32_data(), out.data<int32_t>(), n); break;
-    case DType::I16: count_check(t.int32_data_size()); copy_typed(t.int32_data(), out.data<int16_t>(), n); break;
+    case DType::I32: copy_typed(t.int32_data(), out.data<int32_t>(), n); break;
+    case DType::I16: copy_typed(t.int32_data(), out.data<int16_t>(), n); break;
     case DType::U16: case DType::F16: case DType::BF16:
-      count_check(t.int32_data_size()); copy_typed(t.int32_data(), out.data<uint16_t>(), n); break;
-    case DType::I8: count_check(t.int32_data_size()); copy_typed(t.int32_data(), out.data<int8_t>(), n); break;
-    case DType::U8: count_check(t.int32_data_size()); copy_typed(t.int32_data(), out.data<uint8_t>(), n); break;
-    case DType::Bool: count_check(t.int32_data_size()); copy_typed(t.int32_data(), out.data<bool>(), n); break;
+      copy_typed(t.int32_data(), out.data<uint16_t>(), n); break;
+    case DType::I8: copy_typed(t.int32_data(), out.data<int8_t>(), n); break;
+    case DType::U8: copy_typed(t.int32_data(), out.data<uint8_t>(), n); break;
+    case DType::Bool: copy_typed(t.int32_data(), out.data<bool>(), n); break;
     default: SY_THROW(ctx.label << ": tensor '" << t.name() << "' has unsupported type " << dtype_name(dt));
   }
   return out;
@@ -297,6 +310,8 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, 
 }
 
 Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  SY_CHECK(!fs::exists(path, ec) || fs::is_regular_file(path, ec), path << ": not a regular file (a device or a directory)");
   std::ifstream in(path, std::ios::binary);
   SY_CHECK(in, path << ": cannot open the model file");
   in.seekg(0, std::ios::end);

@@ -193,6 +193,16 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
 }  // namespace
 
 Manifest Manifest::parse(const std::string& text, const std::string& path) {
+  // yaml-cpp reports problems (bad conversions, invalid nodes) as its own
+  // exceptions; they become errors that name the file and line.
+  try {
+    return parse_unchecked(text, path);
+  } catch (const YAML::Exception& e) {
+    SY_THROW(path << ":" << e.mark.line + 1 << ": " << e.msg);
+  }
+}
+
+Manifest Manifest::parse_unchecked(const std::string& text, const std::string& path) {
   auto impl = std::make_shared<Impl>();
   impl->path = path;
   impl->dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
@@ -223,6 +233,10 @@ Manifest Manifest::parse(const std::string& text, const std::string& path) {
 }
 
 Manifest Manifest::load(const std::string& path) {
+  // Manifests are small; refuse devices, directories and huge files before reading.
+  std::error_code ec;
+  SY_CHECK(fs::is_regular_file(path, ec), path << ": cannot open the manifest (not a regular file)");
+  SY_CHECK(fs::file_size(path, ec) <= (1u << 20), path << ": the manifest is larger than 1 MiB");
   std::ifstream in(path);
   SY_CHECK(in, path << ": cannot open the manifest");
   std::stringstream ss;

@@ -59,6 +59,7 @@ class Manifest {
   const std::string& path() const { return path_; }
 
  private:
+  static Manifest parse_unchecked(const std::string& text, const std::string& path);
   struct Impl;
   std::shared_ptr<const Impl> impl_;
   std::string path_;

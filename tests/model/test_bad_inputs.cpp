@@ -171,6 +171,36 @@ TEST(BadInputs, EmptyPromptAndPromptOverContext) {
   EXPECT_EQ(gen.generate({req})[0].tokens.size(), 3u);
 }
 
+TEST(BadInputs, HostileSizesAreRefusedWithoutAllocating) {
+  test::TempDir dir;
+  // An initializer whose header claims 100 GB, with no data behind it.
+  auto m = shared_model();
+  auto* init = m.mutable_graph()->add_initializer();
+  init->set_name("huge");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(25000000000LL);
+  write_file(dir.path / "huge.onnx", m.SerializeAsString());
+  Env env;
+  std::string msg = error_of([&] { env.load((dir.path / "huge.onnx").string()); });
+  EXPECT_NE(msg.find("huge"), std::string::npos) << msg;  // named, refused before any allocation
+  // Dimensions whose product overflows.
+  auto m2 = shared_model();
+  auto* over = m2.mutable_graph()->add_initializer();
+  over->set_name("overflow");
+  over->set_data_type(onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 4; ++i) over->add_dims(1LL << 40);
+  write_file(dir.path / "overflow.onnx", m2.SerializeAsString());
+  msg = error_of([&] { env.load((dir.path / "overflow.onnx").string()); });
+  EXPECT_NE(msg.find("more than 2^40 elements"), std::string::npos) << msg;
+  // Not a file at all.
+  msg = error_of([&] { env.load("/dev/zero"); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  // A shape computed at run time that would need petabytes.
+  EXPECT_THROW(Tensor::empty(DType::F32, Shape{1LL << 30, 1LL << 30}), Error);
+  auto pool = BufferPool::create();
+  EXPECT_THROW(pool->allocate(DType::F32, Shape{1LL << 62, 4}), Error);
+}
+
 TEST(BadInputs, WrongInputShapeAtRunTime) {
   Env env;
   auto model = env.load(test::model_path("stories260K.onnx"));

@@ -65,6 +65,9 @@ TEST(Manifest, ErrorsNameFileLineAndKey) {
   EXPECT_HAS(error_of([] { Manifest::parse("model: a\nprofiles:\n  x:\n    cache: {nam: paged}\n", "m.yaml"); }),
              "m.yaml:4: profiles.x.cache.nam: unknown key");
   EXPECT_HAS(error_of([] { Manifest::load("/nonexistent/m.yaml"); }), "/nonexistent/m.yaml: cannot open the manifest");
+  EXPECT_HAS(error_of([] { Manifest::load("/dev/zero"); }), "/dev/zero: cannot open the manifest (not a regular file)");
+  EXPECT_HAS(error_of([] { Manifest::parse("model: a\nthreads: {x: 1}\n", "m.yaml"); }), "m.yaml:2: threads: expected a value");
+  EXPECT_HAS(error_of([] { Manifest::parse("[1, 2]", "m.yaml"); }), "must be a YAML map");
 }
 
 TEST(Manifest, OptionErrorsPointAtTheManifestLine) {
