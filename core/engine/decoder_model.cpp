@@ -73,6 +73,7 @@ void DecoderModel::discover_interface() {
   input_ids = executor_->input_index("input_ids");
   attention_mask = executor_->input_index("attention_mask");
   position_ids = executor_->input_index("position_ids");
+  logits_indices = executor_->input_index("logits_indices");
   logits = executor_->output_index("logits");
   SY_CHECK(input_ids >= 0, path_ << ": not a decoder export: no graph input named 'input_ids'");
   SY_CHECK(logits >= 0, path_ << ": not a decoder export: no graph output named 'logits'");
@@ -94,7 +95,8 @@ void DecoderModel::discover_interface() {
     int layer = 0;
     bool is_key = false;
     if (!parse_past(v.name, layer, is_key)) {
-      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == attention_mask || static_cast<int>(i) == position_ids,
+      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == attention_mask || static_cast<int>(i) == position_ids ||
+                   static_cast<int>(i) == logits_indices,
                path_ << ": graph input '" << v.name << "' is not part of the decoder-with-past interface "
                      << "(input_ids, attention_mask, position_ids, past_key_values.N.key/value)");
       continue;
@@ -120,7 +122,8 @@ void DecoderModel::discover_interface() {
              path_ << ": PagedAttention nodes do not cover layers 0.." << num_paged_layers_ - 1);
     SY_CHECK(kv_heads_ > 0 && head_dim_ > 0, path_ << ": PagedAttention nodes lack kv_heads/head_dim attributes");
     for (size_t i = 0; i < g.inputs.size(); ++i)
-      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == position_ids || !executor_->input_used(i),
+      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == position_ids || static_cast<int>(i) == logits_indices ||
+                   !executor_->input_used(i),
                path_ << ": after attention fusion graph input '" << g.values[static_cast<size_t>(g.inputs[i])].name
                      << "' is still read; some attention subgraph was not fused (see the attention-fusion warnings)");
     return;

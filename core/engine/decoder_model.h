@@ -59,6 +59,7 @@ class DecoderModel {
 
   // Input/output slots (indices into the executor's input/output lists).
   int input_ids = -1, attention_mask = -1, position_ids = -1;
+  int logits_indices = -1;  // step engine: rows the LM head computes (logits-selection pass)
   int logits = -1;
   const std::vector<int>& past_key_inputs() const { return past_key_inputs_; }
   const std::vector<int>& past_value_inputs() const { return past_value_inputs_; }

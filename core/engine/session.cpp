@@ -56,6 +56,13 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     passes.push_back(instantiate_pass(*p.entry, p.options, s->threads_.get()));
     pass_ptrs.push_back(passes.back().get());
   }
+  // The step engine samples from one row per sequence (or its drafts'):
+  // the LM head runs on those rows only.
+  std::unique_ptr<GraphPass> select_logits;
+  if (config.cache) {
+    select_logits = make_select_logits_pass();
+    pass_ptrs.push_back(select_logits.get());
+  }
   ModelOptions mo;
   mo.simplify = config.simplify;
   mo.max_context = config.max_context;

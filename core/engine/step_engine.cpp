@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <unordered_map>
 
 namespace sy {
@@ -395,18 +396,33 @@ bool StepEngine::step() {
     metrics_.waiting = static_cast<int32_t>(waiting_.size());
     if (recording_) records_.push_back(record);
   }
-  Tensor logits = forward(batch);
+  // Only rows that are sampled from: a sequence's last token when its prompt
+  // is complete, or every position of a drafted step.
+  std::vector<int64_t> rows;
+  std::vector<int64_t> first_row(batch.size(), -1);
+  {
+    int64_t at = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Seq* s = batch[i].seq;
+      bool samples = !s->drafts.empty() || s->computed + batch[i].tokens == static_cast<int32_t>(s->tokens.size());
+      if (samples) {
+        first_row[i] = static_cast<int64_t>(rows.size());
+        for (int64_t r = s->drafts.empty() ? at + batch[i].tokens - 1 : at; r < at + batch[i].tokens; ++r) rows.push_back(r);
+      }
+      at += batch[i].tokens;
+    }
+  }
+  Tensor logits = forward(batch, rows);
   double now = now_ms();
-  const int64_t V = logits.dim(2);
-  int32_t row = 0;
-  for (const auto& b : batch) {
+  const int64_t V = logits.dim(1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& b = batch[i];
     Seq* s = b.seq;
-    int32_t first_row = row;
-    row += b.tokens;
+    const float* mine = first_row[i] >= 0 ? logits.data<float>() + first_row[i] * V : nullptr;
     if (!s->drafts.empty()) {
-      // Verification: rows first_row .. first_row + drafts scored every position.
+      // Verification: one row per position of the drafted step.
       int32_t base = s->computed;  // KV before this step
-      std::vector<int32_t> emitted = verify(s, logits.data<float>() + static_cast<int64_t>(first_row) * V, V);
+      std::vector<int32_t> emitted = verify(s, mine, V);
       int32_t accepted = static_cast<int32_t>(emitted.size()) - 1;
       s->tokens.resize(s->tokens.size() - s->drafts.size());
       s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
@@ -422,7 +438,7 @@ bool StepEngine::step() {
         metrics_.spec_draft_tokens += proposed;
         metrics_.spec_accepted_tokens += accepted;
         if (metrics_.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) metrics_.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
-        for (int32_t i = 0; i < accepted; ++i) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(i)];
+        for (int32_t pos = 0; pos < accepted; ++pos) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(pos)];
       }
       for (int tok : emitted) {
         if (s->done) break;  // a stop token ends the sequence; the rest is dropped
@@ -434,7 +450,7 @@ bool StepEngine::step() {
     s->computed += b.tokens;
     cache_.commit(s->id, s->tokens.data(), s->computed);
     if (s->computed < static_cast<int32_t>(s->tokens.size())) continue;  // more prompt chunks to go
-    emit(s, s->sampler.sample(logits.data<float>() + static_cast<int64_t>(row - 1) * V, static_cast<int>(V)), now);
+    emit(s, s->sampler.sample(mine, static_cast<int>(V)), now);
   }
   return true;
 }
@@ -518,7 +534,7 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
   return out;
 }
 
-Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
+Tensor StepEngine::forward(const std::vector<Scheduled>& batch, const std::vector<int64_t>& rows) {
   int32_t T = 0;
   for (const auto& b : batch) T += b.tokens;
   Tensor ids = Tensor::empty(DType::I64, Shape{1, T});
@@ -584,6 +600,10 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
   inputs[static_cast<size_t>(model_.input_ids)] = ids;
   if (model_.position_ids >= 0 && ex.input_used(static_cast<size_t>(model_.position_ids)))
     inputs[static_cast<size_t>(model_.position_ids)] = pos;
+  const bool selected_in_graph = model_.logits_indices >= 0;
+  if (selected_in_graph)
+    inputs[static_cast<size_t>(model_.logits_indices)] =
+        Tensor::from<int64_t>(Shape{static_cast<int64_t>(rows.size())}, std::span<const int64_t>(rows));
   std::vector<Tensor> out = ex.run(inputs, &step);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -595,9 +615,16 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch) {
     metrics_.max_mean_waste_tokens = std::max(metrics_.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
   }
   Tensor logits = out[static_cast<size_t>(model_.logits)];
-  SY_CHECK(logits.rank() == 3 && logits.dim(0) == 1 && logits.dim(1) == T,
-           "logits have shape " << logits.shape().str() << ", expected [1, " << T << ", vocab]");
-  return logits;
+  const int64_t expect = selected_in_graph ? static_cast<int64_t>(rows.size()) : T;
+  SY_CHECK(logits.rank() == 3 && logits.dim(0) == 1 && logits.dim(1) == expect,
+           "logits have shape " << logits.shape().str() << ", expected [1, " << expect << ", vocab]");
+  const int64_t V = logits.dim(2);
+  if (selected_in_graph) return logits.reshaped(Shape{expect, V});
+  // The graph computed every row: keep the selected ones.
+  Tensor picked = Tensor::empty(DType::F32, Shape{static_cast<int64_t>(rows.size()), V});
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(picked.data<float>() + static_cast<int64_t>(i) * V, logits.data<float>() + rows[i] * V, static_cast<size_t>(V) * sizeof(float));
+  return picked;
 }
 
 Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
@@ -616,14 +643,16 @@ Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
   std::lock_guard<std::mutex> lock(forward_mu_);
   SY_CHECK(cache_.allocate(s.id, static_cast<int32_t>(prompt.size())), "the prompt does not fit the KV cache");
   Tensor logits;
+  std::vector<int64_t> rows(prompt.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
   try {
-    logits = forward({{&s, static_cast<int32_t>(prompt.size())}});
+    logits = forward({{&s, static_cast<int32_t>(prompt.size())}}, rows);
   } catch (...) {
     cache_.release(s.id);
     throw;
   }
   cache_.release(s.id);
-  return logits.reshaped(Shape{logits.dim(1), logits.dim(2)});
+  return logits;
 }
 
 std::vector<float> StepEngine::last_logits(const std::vector<int>& prompt) {

@@ -119,7 +119,9 @@ class StepEngine {
   void admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch);
   void preempt(Seq* s);
   void finish(Seq* s, const std::string& reason, const std::string& error = {});
-  Tensor forward(const std::vector<Scheduled>& batch);
+  // Runs the batch; returns logits [rows.size(), vocab] for the flattened
+  // token positions in `rows`.
+  Tensor forward(const std::vector<Scheduled>& batch, const std::vector<int64_t>& rows);
   void add_drafts(std::vector<Scheduled>& batch);
   // Accepts or rejects a sequence's drafts against the target logits rows
   // starting at `row`; returns the tokens to emit.

@@ -30,6 +30,8 @@ std::unique_ptr<GraphPass> make_shape_folding_pass();    // Shape/Gather(Shape) 
 std::unique_ptr<GraphPass> make_cse_pass();              // duplicate constants and nodes
 std::unique_ptr<GraphPass> make_identity_elimination_pass();
 std::unique_ptr<GraphPass> make_dead_node_elimination_pass();
+// Step engine only: LM head on the selected tokens (new input logits_indices).
+std::unique_ptr<GraphPass> make_select_logits_pass();
 
 // The load-time simplification: the passes above to a fixed point, then
 // compaction. Returns the number of live nodes removed.
