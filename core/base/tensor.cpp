@@ -57,7 +57,7 @@ Tensor Tensor::reshaped(const Shape& s) const {
 std::vector<int64_t> Tensor::to_int64_vector() const {
   std::vector<int64_t> v(static_cast<size_t>(numel()));
   if (dtype_ == DType::I64) {
-    std::memcpy(v.data(), data_, v.size() * 8);
+    if (!v.empty()) std::memcpy(v.data(), data_, v.size() * 8);
   } else if (dtype_ == DType::I32) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = data<int32_t>()[i];
   } else {
