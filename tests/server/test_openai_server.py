@@ -151,6 +151,24 @@ def test_errors_with_curl(server):
     assert client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=3).usage.completion_tokens == 3
 
 
+def test_completions_chat_and_streaming_with_curl(server):
+    status, body = curl(server, "/v1/completions", {"model": "stories260K", "prompt": STORY, "max_tokens": 10, "temperature": 0})
+    assert status == 200
+    j = json.loads(body)
+    assert j["choices"][0]["text"] == reference_text(STORY, 10) and j["usage"]["completion_tokens"] == 10
+    status, body = curl(server, "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": STORY}], "max_tokens": 6, "temperature": 0})
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == reference_text(STORY, 6)
+    status, body = curl(server, "/v1/completions",
+                        {"prompt": STORY, "max_tokens": 10, "temperature": 0, "stream": True})
+    assert status == 200
+    events = [line[len("data: "):] for line in body.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == reference_text(STORY, 10)
+    assert chunks[-1]["usage"]["completion_tokens"] == 10
+
+
 def test_sixty_four_concurrent_streaming_clients(server):
     prompts = [STORY, "Lily and Tim", "The little dog", "One day, a bird"]
     expected = {p: reference_text(p, 40) for p in prompts}
