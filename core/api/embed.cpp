@@ -318,6 +318,9 @@ sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
     r.steps = m.steps;
     r.kv_blocks_total = m.total_blocks;
     r.kv_blocks_used = m.used_blocks;
+    r.spec_drafts = m.spec_drafts;
+    r.spec_draft_tokens = m.spec_draft_tokens;
+    r.spec_accepted_tokens = m.spec_accepted_tokens;
     std::memcpy(out, &r, std::min<size_t>(sizeof(r), out->struct_size ? out->struct_size : sizeof(r)));
     return static_cast<sy_api_status>(SY_API_OK);
   });

@@ -530,9 +530,9 @@ class Server {
     counter("num_preemptions", static_cast<double>(m.preemptions), "sequences preempted (recomputed later)");
     counter("prefix_cache_queries", static_cast<double>(m.prompt_tokens), "prompt tokens looked up in the prefix cache");
     counter("prefix_cache_hits", static_cast<double>(m.cached_tokens), "prompt tokens found in the prefix cache");
-    counter("spec_decode_num_drafts", 0, "speculative drafts (no drafter in this build of the engine)");
-    counter("spec_decode_num_draft_tokens", 0, "draft tokens proposed");
-    counter("spec_decode_num_accepted_tokens", 0, "draft tokens accepted");
+    counter("spec_decode_num_drafts", static_cast<double>(m.spec_drafts), "speculative verification steps");
+    counter("spec_decode_num_draft_tokens", static_cast<double>(m.spec_draft_tokens), "draft tokens proposed");
+    counter("spec_decode_num_accepted_tokens", static_cast<double>(m.spec_accepted_tokens), "draft tokens accepted");
     std::lock_guard<std::mutex> lock(stats_.mu);
     os << "# HELP switchyard:request_success_total finished requests by reason\n# TYPE switchyard:request_success_total counter\n";
     for (const char* r : {"stop", "length", "abort", "error"})

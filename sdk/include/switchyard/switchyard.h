@@ -162,6 +162,9 @@ typedef struct sy_metrics {
   int64_t steps;
   int32_t kv_blocks_total;
   int32_t kv_blocks_used;
+  int64_t spec_drafts;          /* speculative steps (a drafter is selected) */
+  int64_t spec_draft_tokens;    /* tokens proposed */
+  int64_t spec_accepted_tokens; /* tokens accepted */
 } sy_metrics;
 
 SY_API sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out);
