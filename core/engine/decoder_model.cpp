@@ -68,6 +68,15 @@ std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const 
   return m;
 }
 
+void DecoderModel::check_prompt(const std::vector<int>& prompt) const {
+  SY_CHECK(!prompt.empty(), "the prompt is empty");
+  SY_CHECK(static_cast<int64_t>(prompt.size()) <= max_context_,
+           "the prompt has " << prompt.size() << " tokens, over the context limit of " << max_context_);
+  for (int t : prompt)
+    SY_CHECK(t >= 0 && (vocab_size_ < 0 || t < vocab_size_),
+             "prompt token id " << t << " is outside the vocabulary (0.." << vocab_size_ - 1 << ")");
+}
+
 void DecoderModel::discover_interface() {
   const Graph& g = executor_->graph();
   input_ids = executor_->input_index("input_ids");

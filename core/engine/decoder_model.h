@@ -55,6 +55,9 @@ class DecoderModel {
   // PagedAttention nodes: the model then runs in the step engine only.
   bool paged_attention() const { return paged_; }
   int64_t vocab_size() const { return vocab_size_; }  // -1 if not static
+  // Throws for a prompt this model cannot take: empty, over the context
+  // limit, or with a token id outside the vocabulary.
+  void check_prompt(const std::vector<int>& prompt) const;
   DType kv_dtype() const { return kv_dtype_; }
 
   // Input/output slots (indices into the executor's input/output lists).

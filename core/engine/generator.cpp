@@ -19,13 +19,7 @@ struct BaselineGenerator::Batch {
 
 void BaselineGenerator::validate(const std::vector<int>& prompt) const {
   SY_CHECK(!model_.paged_attention(), model_.path() << ": attention is fused; this model runs in the step engine only");
-  SY_CHECK(!prompt.empty(), "the prompt is empty");
-  SY_CHECK(static_cast<int64_t>(prompt.size()) <= model_.max_context(),
-           "the prompt has " << prompt.size() << " tokens, over the context limit of " << model_.max_context());
-  const Value& logits = model_.graph().values[static_cast<size_t>(model_.graph().outputs[static_cast<size_t>(model_.logits)].value)];
-  int64_t vocab = logits.shape && !logits.shape->empty() && logits.shape->back().is_static() ? logits.shape->back().value : -1;
-  for (int t : prompt)
-    SY_CHECK(t >= 0 && (vocab < 0 || t < vocab), "prompt token id " << t << " is outside the vocabulary (0.." << vocab - 1 << ")");
+  model_.check_prompt(prompt);
 }
 
 Tensor BaselineGenerator::forward(Batch& b, const std::vector<std::vector<int64_t>>& new_tokens) {

@@ -60,14 +60,9 @@ double StepEngine::now_ms() const {
 }
 
 void StepEngine::validate(const GenerationRequest& r) const {
-  SY_CHECK(!r.prompt.empty(), "the prompt is empty");
-  SY_CHECK(static_cast<int64_t>(r.prompt.size()) <= model_.max_context(),
-           "the prompt has " << r.prompt.size() << " tokens, over the context limit of " << model_.max_context());
+  model_.check_prompt(r.prompt);
   SY_CHECK(r.max_tokens >= 0, "max_tokens must be >= 0, got " << r.max_tokens);
   SY_CHECK(r.timeout_ms >= 0, "timeout_ms must be >= 0");
-  for (int t : r.prompt)
-    SY_CHECK(t >= 0 && (model_.vocab_size() < 0 || t < model_.vocab_size()),
-             "prompt token id " << t << " is outside the vocabulary (0.." << model_.vocab_size() - 1 << ")");
   Sampler check(r.sampling);  // throws for bad sampling parameters
   (void)check;
 }
