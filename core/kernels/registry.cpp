@@ -49,8 +49,15 @@ const KernelDef* KernelRegistry::find(const std::string& domain, const std::stri
   return nullptr;
 }
 
-bool KernelRegistry::knows_op(const std::string& domain, const std::string& op_type) const {
-  return defs_.count({domain == "ai.onnx" ? "" : domain, op_type}) > 0;
+const KernelDef* KernelRegistry::find_for_node(const Graph& g, const Node& n, Device device, const std::set<std::string>& forbidden,
+                                               const std::string& pinned, DType* key) const {
+  DType type = DType::Undefined;
+  if (const KernelDef* any = find(n.domain, n.op_type, device, DType::Undefined)) {
+    auto ti = static_cast<size_t>(any->type_input);
+    if (ti < n.inputs.size() && n.inputs[ti] != kNoValue) type = g.values[static_cast<size_t>(n.inputs[ti])].dtype;
+  }
+  if (key) *key = type;
+  return find(n.domain, n.op_type, device, type, forbidden, pinned);
 }
 
 std::vector<const KernelDef*> KernelRegistry::all() const {

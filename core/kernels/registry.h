@@ -20,7 +20,10 @@ class KernelRegistry {
   // that provider is eligible. Null if nothing fits.
   const KernelDef* find(const std::string& domain, const std::string& op_type, Device device, DType dtype,
                         const std::set<std::string>& forbidden = {}, const std::string& pinned = {}) const;
-  bool knows_op(const std::string& domain, const std::string& op_type) const;
+  // The kernel for a graph node: the dtype key is the type of the input the
+  // kernels of that op dispatch on. `key` (optional) receives that type.
+  const KernelDef* find_for_node(const Graph& g, const Node& n, Device device, const std::set<std::string>& forbidden = {},
+                                 const std::string& pinned = {}, DType* key = nullptr) const;
   std::vector<const KernelDef*> all() const;
   void remove_provider(const std::string& provider);
 

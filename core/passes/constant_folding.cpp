@@ -20,16 +20,7 @@ class ConstantFoldingPass : public GraphPass {
     for (NodeId nid : g.topological_order()) {
       Node& n = g.nodes[static_cast<size_t>(nid)];
       if (!all_inputs_constant(g, n)) continue;
-      DType key_type = DType::Undefined;
-      const KernelDef* def = nullptr;
-      {
-        const KernelDef* any = ctx.registry.find(n.domain, n.op_type, Device::CPU, DType::Undefined);
-        if (!any) continue;
-        int ti = any->type_input;
-        if (ti < static_cast<int>(n.inputs.size()) && n.inputs[static_cast<size_t>(ti)] != kNoValue)
-          key_type = g.values[static_cast<size_t>(n.inputs[static_cast<size_t>(ti)])].constant->dtype();
-        def = ctx.registry.find(n.domain, n.op_type, Device::CPU, key_type);
-      }
+      const KernelDef* def = ctx.registry.find_for_node(g, n, Device::CPU);
       if (!def) continue;
       std::vector<Tensor> outs(n.outputs.size());
       try {

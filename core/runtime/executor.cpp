@@ -29,13 +29,10 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
   for (size_t s = 0; s < order.size(); ++s) {
     const Node& n = g.nodes[static_cast<size_t>(order[s])];
     std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
-    const KernelDef* any = registry.find(n.domain, n.op_type, options.device, DType::Undefined);
-    DType key = DType::Undefined;
-    if (any && any->type_input < static_cast<int>(n.inputs.size()) && n.inputs[static_cast<size_t>(any->type_input)] != kNoValue)
-      key = g.values[static_cast<size_t>(n.inputs[static_cast<size_t>(any->type_input)])].dtype;
     auto pin = options.pinned_providers.find(n.op_type);
-    const KernelDef* def = registry.find(n.domain, n.op_type, options.device, key, options.forbidden_providers,
-                                         pin == options.pinned_providers.end() ? std::string() : pin->second);
+    DType key = DType::Undefined;
+    const KernelDef* def = registry.find_for_node(g, n, options.device, options.forbidden_providers,
+                                                  pin == options.pinned_providers.end() ? std::string() : pin->second, &key);
     if (!def) {
       std::ostringstream os;
       os << op << " (opset " << g.opset(n.domain) << ", " << dtype_name(key) << ", node '" << n.name << "')";
