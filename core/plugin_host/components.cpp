@@ -187,10 +187,6 @@ PluginCacheManager::~PluginCacheManager() {
   } catch (...) {
   }
 }
-void PluginCacheManager::call(sy_status s, const char* what) const {
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(s, std::string("cache ") + what);
-}
 bool PluginCacheManager::allocate(uint64_t seq, int32_t n) {
   PluginCall pc(lib_->name(), threads_);
   sy_status s = shielded(lib_->name(), "cache allocate", [&] { return d_->allocate(state_, seq, n); });

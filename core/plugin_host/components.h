@@ -80,7 +80,6 @@ class PluginCacheManager {
   sy_cache_stats stats();
 
  private:
-  void call(sy_status s, const char* what) const;
   std::shared_ptr<PluginLibrary> lib_;
   const sy_cache_desc* d_;
   OptionValues options_;

@@ -45,7 +45,6 @@ class Executor {
   int input_index(const std::string& name) const;   // -1 if absent
   int output_index(const std::string& name) const;  // -1 if absent
   const std::vector<NodePlacement>& placements() const { return placements_; }
-  size_t step_count() const { return steps_.size(); }
 
  private:
   struct Step {

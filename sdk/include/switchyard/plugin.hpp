@@ -405,7 +405,6 @@ class PluginBuilder {
     info_.num_drafters = static_cast<int32_t>(drafter_ptrs_.size());
     return &info_;
   }
-  sy_plugin_info& raw_info() { return info_; }
 
  private:
   void set_options(const std::vector<OptionSpec>& specs, const sy_option_desc* const*& out, int32_t& count) {
