@@ -16,7 +16,7 @@ if [ -n "$missing" ]; then
 fi
 if [ "${1:-}" = "--tests" ]; then
   python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
-    python3 -m pip install -q --disable-pip-version-check onnx onnxruntime numpy
+    python3 -m pip install -q --disable-pip-version-check onnx onnxruntime onnx_ir numpy
   python3 -c "import openai, pytest" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check openai pytest
   # Headless Chromium renders the benchmark report in a test.

@@ -177,6 +177,36 @@ Attribute convert_attribute(const Ctx& ctx, const Node& node, onnx::AttributePro
   }
 }
 
+// ONNX 1.12's shape inference dereferences the missing type of a value that
+// an op it has no schema for produced, and crashes the process. Outputs of
+// the weight-only quantized matmuls (float A in, float Y out) get their type
+// declared; if any other custom-domain output is left untyped, shape
+// inference is skipped (the executor resolves shapes at run time).
+bool custom_outputs_typed(onnx::ModelProto& model) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::set<std::string> typed;
+  for (const auto& vi : g.value_info()) typed.insert(vi.name());
+  for (const auto& vi : g.output()) typed.insert(vi.name());
+  bool all = true;
+  for (const auto& n : g.node()) {
+    const std::string& dom = n.domain();
+    if (dom.empty() || dom == "ai.onnx" || dom == "ai.onnx.ml") continue;
+    const bool float_matmul = (dom == "com.microsoft" && n.op_type() == "MatMulNBits") || (dom == "switchyard" && n.op_type() == "QMatMul");
+    for (const auto& out : n.output()) {
+      if (out.empty() || typed.count(out)) continue;
+      if (float_matmul) {
+        auto* vi = g.add_value_info();
+        vi->set_name(out);
+        vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+        typed.insert(out);
+      } else {
+        all = false;
+      }
+    }
+  }
+  return all;
+}
+
 // Lists every node whose (domain, op, opset) the ONNX schema registry does
 // not know, all at once, before the checker would stop at the first one.
 void check_known_ops(const Ctx& ctx, const onnx::ModelProto& m) {
@@ -237,7 +267,7 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, 
     }
     for (auto& [kv, value] : restore) kv->set_value(value);
   }
-  if (options.infer_shapes && schemas_apply) {
+  if (options.infer_shapes && schemas_apply && custom_outputs_typed(model)) {
     try {
       onnx::ShapeInferenceOptions so{false, 0, true};
       onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), so);

@@ -4,14 +4,29 @@
 // largest matrix in the model. This pass gathers the selected rows first:
 //   logits = MatMul(x, W)  ->  logits = MatMul(Gather(x, logits_indices, axis=1), W)
 // with a new int64 graph input `logits_indices` that the engine fills per
-// step. Graphs whose logits do not come from a MatMul against a constant are
-// left alone (the engine then selects rows after the fact).
+// step. Weight-only quantized heads (com.microsoft::MatMulNBits and its
+// switchyard::QMatMul twin: row-wise, constant weights) are handled alike.
+// Graphs whose logits come from anything else are left alone (the engine then
+// selects rows after the fact).
 #include <algorithm>
 
 #include "passes/pass.h"
 
 namespace sy {
 namespace {
+
+// Each output row depends on the same input row only, through constant weights.
+bool is_row_wise_head(const Graph& g, const Node& head) {
+  auto constant = [&](size_t i) { return i < head.inputs.size() && head.inputs[i] != kNoValue && g.values[static_cast<size_t>(head.inputs[i])].constant; };
+  if (head.op_type == "MatMul" && head.domain.empty())
+    return head.inputs.size() == 2 && constant(1) && g.values[static_cast<size_t>(head.inputs[1])].constant->rank() == 2;
+  const bool quantized = (head.op_type == "MatMulNBits" && head.domain == "com.microsoft") ||
+                         (head.op_type == "QMatMul" && head.domain == "switchyard");
+  if (!quantized || head.outputs.size() != 1) return false;
+  for (size_t i = 1; i < head.inputs.size(); ++i)
+    if (head.inputs[i] != kNoValue && !constant(i)) return false;
+  return true;
+}
 
 class SelectLogitsPass : public GraphPass {
  public:
@@ -23,11 +38,9 @@ class SelectLogitsPass : public GraphPass {
     std::vector<NodeId> prod = g.producers();
     NodeId mm = prod[static_cast<size_t>(out->value)];
     if (mm < 0) return false;
-    const Node& head = g.nodes[static_cast<size_t>(mm)];
-    if (head.op_type != "MatMul" || !head.domain.empty() || head.inputs.size() != 2) return false;
-    const Value& w = g.values[static_cast<size_t>(head.inputs[1])];
-    if (!w.constant || w.constant->rank() != 2) return false;
-    ValueId x = head.inputs[0], weight = head.inputs[1];
+    const Node head = g.nodes[static_cast<size_t>(mm)];
+    if (!is_row_wise_head(g, head)) return false;
+    ValueId x = head.inputs[0];
 
     Value idx;
     idx.name = "logits_indices";
@@ -56,10 +69,9 @@ class SelectLogitsPass : public GraphPass {
     if (old.shape && old.shape->size() == 3)
       logits.shape = std::vector<Dim>{(*old.shape)[0], Dim{-1, "selected_tokens"}, (*old.shape)[2]};
     ValueId lg = g.add_value(logits);
-    Node matmul;
+    Node matmul = head;  // same op, weights and attributes, on the selected rows
     matmul.name = g.unique_name("select_logits_matmul");
-    matmul.op_type = "MatMul";
-    matmul.inputs = {sel, weight};
+    matmul.inputs[0] = sel;
     matmul.outputs = {lg};
     g.add_node(std::move(matmul));
     out->value = lg;  // the old head has no reader left: dead-node elimination drops it

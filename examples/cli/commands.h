@@ -13,5 +13,7 @@ int cmd_synth(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_ab(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
+int cmd_optimize(const std::vector<std::string>& args);
+int cmd_eval(const std::vector<std::string>& args);
 
 }  // namespace sy::cli

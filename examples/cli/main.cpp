@@ -19,6 +19,8 @@ const char* kUsage =
     "  bench      run a workload in-process and report serving metrics\n"
     "  ab         run two profiles of a manifest on one workload, side by side\n"
     "  serve      an OpenAI-compatible HTTP server\n"
+    "  optimize   run a profile's passes and write the rewritten model (e.g. quantized)\n"
+    "  eval       quality of a profile against a baseline: top-1 agreement, KL, perplexity\n"
     "\n"
     "run 'switchyard <command> --help' for the options of a command\n";
 }
@@ -31,7 +33,8 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
-      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}, {"serve", sy::cli::cmd_serve}};
+      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}, {"serve", sy::cli::cmd_serve},
+      {"optimize", sy::cli::cmd_optimize}, {"eval", sy::cli::cmd_eval}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::fprintf(stderr, "switchyard: unknown command '%s'\n%s", cmd.c_str(), kUsage);

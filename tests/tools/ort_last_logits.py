@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Prints {"last_logits": [...]} from ONNX Runtime for a decoder-with-past
 model and a prompt (empty past), after onnx.checker's full check.
-Usage: ort_last_logits.py MODEL 1,2,3"""
+Usage: ort_last_logits.py MODEL 1,2,3 [--no-optimizations]
+--no-optimizations runs the graph as written: ORT otherwise fuses weight-only
+DequantizeLinear -> MatMul into kernels that also quantize the activations."""
 import json
 import sys
 
@@ -11,7 +13,11 @@ import onnxruntime as ort
 
 path, ids = sys.argv[1], [int(t) for t in sys.argv[2].split(",")]
 onnx.checker.check_model(path, full_check=True)
-sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+so = ort.SessionOptions()
+so.log_severity_level = 3
+if "--no-optimizations" in sys.argv[3:]:
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 n = len(ids)
 feeds = {"input_ids": np.array([ids], dtype=np.int64), "attention_mask": np.ones((1, n), dtype=np.int64),
          "position_ids": np.arange(n, dtype=np.int64)[None]}

@@ -1,0 +1,69 @@
+#include "cli_support.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "tokenizer/llama2c_tokenizer.h"
+
+namespace sy::cli {
+
+Parsed parse(const std::vector<std::string>& args, const po::options_description& desc, const char* usage) {
+  Parsed p;
+  po::store(po::command_line_parser(args).options(desc).run(), p.vm);
+  if (p.vm.count("help")) {
+    std::cout << usage << "\n" << desc;
+    p.help = true;
+    return p;
+  }
+  po::notify(p.vm);
+  return p;
+}
+
+std::string find_tokenizer(const std::string& model, const std::string& given) {
+  if (!given.empty()) return given;
+  std::string found = Llama2cTokenizer::find_beside(model);
+  SY_CHECK(!found.empty(), "no --tokenizer given and no single tokenizer (tokenizer.bin or tok*.bin) beside " << model);
+  return found;
+}
+
+std::vector<int> parse_ids(const std::string& s) {
+  std::vector<int> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long v = 0;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    SY_CHECK(used > 0 && item.find_first_not_of(" \t", used) == std::string::npos && v >= 0 && v <= INT32_MAX,
+             "--prompt-ids: '" << item << "' is not a token id");
+    ids.push_back(static_cast<int>(v));
+  }
+  SY_CHECK(!ids.empty(), "the prompt is empty (--prompt-ids has no ids)");
+  return ids;
+}
+
+void EngineFlags::add(po::options_description& d) {
+  d.add_options()("model,m", po::value(&model), "ONNX decoder model (overrides the manifest's)")(
+      "manifest", po::value(&manifest), "YAML manifest: model, plugins, passes, components, profiles")(
+      "profile", po::value(&profile), "profile of the manifest to use")(
+      "threads", po::value(&threads)->default_value(0), "compute threads (0: the manifest's, else one per core)")(
+      "max-context", po::value(&max_context)->default_value(0),
+      "context limit in tokens (0: the manifest's, the model's metadata, else 4096)");
+}
+
+EngineConfig EngineFlags::config() const {
+  EngineConfig cfg;
+  if (!manifest.empty()) cfg = Manifest::load(manifest).resolve(profile);
+  else SY_CHECK(profile.empty(), "--profile needs --manifest");
+  if (!model.empty()) cfg.model = model;
+  SY_CHECK(!cfg.model.empty(), "no model: give --model or a --manifest with 'model:'");
+  if (threads > 0) cfg.threads = threads;
+  if (max_context > 0) cfg.max_context = max_context;
+  return cfg;
+}
+
+}  // namespace sy::cli

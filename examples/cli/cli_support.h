@@ -1,0 +1,36 @@
+// What the subcommands share: option parsing with --help, the engine flags
+// (--model/--manifest/--profile/--threads/--max-context), tokenizer lookup.
+#pragma once
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+
+namespace sy::cli {
+
+namespace po = boost::program_options;
+
+struct Parsed {
+  po::variables_map vm;
+  bool help = false;
+};
+
+// Parses args; with --help prints usage and the options and sets help.
+Parsed parse(const std::vector<std::string>& args, const po::options_description& desc, const char* usage);
+
+// The tokenizer: --tokenizer, else the manifest's, else the one beside the model.
+std::string find_tokenizer(const std::string& model, const std::string& given);
+
+std::vector<int> parse_ids(const std::string& s);
+
+// Flags every command shares: where the engine configuration comes from.
+struct EngineFlags {
+  std::string model, manifest, profile;
+  int threads = 0;
+  int64_t max_context = 0;
+  void add(po::options_description& d);
+  EngineConfig config() const;
+};
+
+}  // namespace sy::cli

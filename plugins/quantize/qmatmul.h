@@ -1,0 +1,79 @@
+// Quantized matmul kernels: Y[M, N] = X[M, K] * dequant(W) (+ bias).
+//
+// At load the stored weight (quant_format.h) is repacked once into the layout
+// the kernels stream: one row per output channel, K padded to a multiple of
+// 64; int8 codes as bytes; int4 codes two per byte in 64-element chunks
+// (byte j holds element j in its low nibble and element 32 + j in its high
+// one, so one 32-byte load unpacks to 64 ordered codes with an AND and a
+// shift). Scales and zero points become floats, the zero point folded as
+// -scale * zero_point: y = sum_g scale_g * dot(code, x)_g + negzp_g * sum(x)_g.
+//
+// Paths, chosen at run time by what the CPU has (SWITCHYARD_QUANT_ISA forces
+// one; tests run every path the machine has):
+//   scalar      portable C++, the reference of the others
+//   avx2        8-wide FMA over dequantized codes, fp32 activations
+//   avx512      16-wide FMA over dequantized codes, fp32 activations
+//   avx512vnni  activations quantized per 32-element block to int8 and
+//               multiplied with vpdpbusd (u8 x s8 -> s32): the decode path of
+//               llama.cpp's Q8 dot products; error bounded by the activation
+//               rounding (one part in 254 of each block's largest value)
+// One token (decode) is a GEMV per output row, threaded over output rows;
+// many tokens (prefill) dequantize 64-row tiles to fp32 and multiply with
+// OpenBLAS sgemm, so the dequantization is paid once per tile, not per token.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quant_format.h"
+
+namespace sy_quant {
+
+enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni };
+
+const char* isa_name(Isa isa);
+std::optional<Isa> parse_isa(const std::string& name);
+bool isa_available(Isa isa);
+// The best path the CPU has, or SWITCHYARD_QUANT_ISA when set (an error if
+// the CPU lacks it).
+Isa select_isa();
+
+// The kernel's own copy of a weight, repacked for streaming.
+struct PackedMatrix {
+  int bits = 8;
+  int64_t K = 0, N = 0, Kp = 0;  // Kp: K rounded up to 64
+  int64_t group = 0, n_groups = 0;
+  std::vector<uint8_t> codes;  // N rows of row_bytes()
+  std::vector<float> scales;                            // [N, n_groups]
+  std::vector<float> negzp;                             // [N, n_groups]: -scale * zero_point
+  int64_t row_bytes() const { return bits == 8 ? Kp : Kp / 2; }
+  int64_t weight_bytes() const;  // what one pass over the matrix reads
+  // Which paths can run this geometry (groups must not split a SIMD vector).
+  bool supports(Isa isa) const;
+};
+
+PackedMatrix pack(const QuantizedWeight& q);
+
+using ParallelFor = std::function<void(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn)>;
+
+// Y[M, N] = X[M, K] * W + bias (bias may be null). Falls back to the best
+// path the geometry supports below `isa`.
+void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias, float* y, Isa isa, const ParallelFor& pf);
+
+// Per-row GEMV entry points (rows [n0, n1) of one activation row), per path.
+void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
+void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
+void gemv_avx512(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
+
+// The activation row quantized for the VNNI path.
+struct QuantizedActivation {
+  std::vector<int8_t> q;          // [Kp]
+  std::vector<float> scale16;     // [Kp / 64, 16]: per 64-chunk, block 2c's scale x8 then block 2c+1's x8
+  std::vector<float> group_sum;   // [n_groups]: sum over the group of scale_b * sum(q_b)
+};
+void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
+void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
+
+}  // namespace sy_quant

@@ -1,0 +1,66 @@
+// AVX2 + FMA GEMV over dequantized codes with fp32 activations (8 lanes).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "qmatmul.h"
+
+namespace sy_quant {
+
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load8_u8_as_i32(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+}  // namespace
+
+void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
+  const __m256i low = _mm256_set1_epi32(0x0F);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.codes.data() + n * w.row_bytes();
+    const float* s = w.scales.data() + n * w.n_groups;
+    __m256 acc = _mm256_setzero_ps(), accg = _mm256_setzero_ps();
+    int64_t g = 0, next = w.n_groups == 1 ? INT64_MAX : w.group;
+    auto at = [&](int64_t k) {
+      if (k >= next && g + 1 < w.n_groups) {
+        acc = _mm256_fmadd_ps(accg, _mm256_set1_ps(s[g]), acc);
+        accg = _mm256_setzero_ps();
+        ++g;
+        next += w.group;
+      }
+    };
+    if (w.bits == 8) {
+      for (int64_t k = 0; k < w.Kp; k += 8) {
+        at(k);
+        accg = _mm256_fmadd_ps(_mm256_cvtepi32_ps(load8_u8_as_i32(row + k)), _mm256_loadu_ps(x + k), accg);
+      }
+    } else {
+      for (int64_t c = 0; c < w.Kp / 64; ++c) {
+        const uint8_t* bytes = row + c * 32;
+        for (int64_t half = 0; half < 2; ++half)
+          for (int64_t o = 0; o < 32; o += 8) {
+            const int64_t k = c * 64 + half * 32 + o;
+            at(k);
+            __m256i v = load8_u8_as_i32(bytes + o);
+            v = half ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, low);
+            accg = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(x + k), accg);
+          }
+      }
+    }
+    acc = _mm256_fmadd_ps(accg, _mm256_set1_ps(s[g]), acc);
+    float total = hsum(acc);
+    const float* z = w.negzp.data() + n * w.n_groups;
+    for (int64_t k = 0; k < w.n_groups; ++k) total += z[k] * xsum[k];
+    y[n] = total;
+  }
+}
+
+}  // namespace sy_quant

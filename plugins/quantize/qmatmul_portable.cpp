@@ -1,0 +1,22 @@
+// Non-x86 builds: the SIMD entry points exist but are never selected
+// (isa_available() is false for them); they run the scalar code.
+#include <stdexcept>
+
+#include "qmatmul.h"
+
+namespace sy_quant {
+
+void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
+  gemv_scalar(w, x, xsum, y, n0, n1);
+}
+void gemv_avx512(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
+  gemv_scalar(w, x, xsum, y, n0, n1);
+}
+void quantize_activation(const PackedMatrix&, const float*, QuantizedActivation&) {
+  throw std::logic_error("the VNNI path does not exist on this CPU");
+}
+void gemv_avx512vnni(const PackedMatrix&, const QuantizedActivation&, float*, int64_t, int64_t) {
+  throw std::logic_error("the VNNI path does not exist on this CPU");
+}
+
+}  // namespace sy_quant

@@ -1,0 +1,228 @@
+// The quantize pass: MatMul(A, W) and Gemm(A, W, bias) with a constant fp32
+// W, and weight-only QDQ (MatMul(A, DequantizeLinear(W8, scale, zp))), become
+// one quantized matmul node per weight. Options pick the scheme, per node
+// name pattern: skip the LM head, int8 for attention, int4 elsewhere, ...
+#include <fnmatch.h>
+
+#include <cmath>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "quantize_plugin.h"
+
+namespace sy_quant {
+
+namespace {
+
+using sy::plugin::Error;
+using sy::plugin::GraphRef;
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);)
+    if (!trim(item).empty()) out.push_back(trim(item));
+  return out;
+}
+
+struct Rule {
+  std::string pattern;
+  std::optional<QuantSpec> spec;  // nullopt: keep fp32
+};
+
+// Scheme per node: the first rule whose glob matches the node's name or its
+// weight's name; skip patterns are rules to "none"; else the default.
+class SchemeTable {
+ public:
+  explicit SchemeTable(const sy::plugin::Options& o) {
+    const int64_t group = o.get_int("group_size");
+    auto parse = [&](const std::string& scheme, const std::string& where) -> std::optional<QuantSpec> {
+      if (scheme == "none" || scheme == "fp32") return std::nullopt;
+      try {
+        return parse_scheme(scheme, group);
+      } catch (const std::exception& e) {
+        throw Error(where + ": " + e.what(), SY_INVALID_ARGUMENT);
+      }
+    };
+    for (const auto& p : split(o.get_string("skip"), ',')) rules_.push_back({p, std::nullopt});
+    for (const auto& r : split(o.get_string("rules"), ',')) {
+      auto eq = r.find('=');
+      if (eq == std::string::npos) throw Error("rules: '" + r + "' is not PATTERN=SCHEME", SY_INVALID_ARGUMENT);
+      rules_.push_back({trim(r.substr(0, eq)), parse(trim(r.substr(eq + 1)), "rules '" + r + "'")});
+    }
+    default_ = parse(o.get_string("scheme"), "scheme");
+  }
+  std::optional<QuantSpec> lookup(const std::string& node, const std::string& weight) const {
+    for (const auto& r : rules_)
+      if (fnmatch(r.pattern.c_str(), node.c_str(), 0) == 0 || fnmatch(r.pattern.c_str(), weight.c_str(), 0) == 0) return r.spec;
+    return default_;
+  }
+
+ private:
+  std::vector<Rule> rules_;
+  std::optional<QuantSpec> default_;
+};
+
+bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+struct Rewrite {
+  sy_node_id node;
+  sy_value_id a, out;
+  QuantizedWeight q;
+  std::vector<float> bias;
+};
+
+// Adds the quantized node in place of r.node.
+void emit(GraphRef& g, const Rewrite& r) {
+  const QuantizedWeight& q = r.q;
+  const std::string base = g.name(r.node);
+  sy_value_id codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {q.N, q.n_blocks, q.blob_bytes()}, q.codes.data());
+  sy_value_id scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {q.N * q.n_blocks}, q.scales.data());
+  sy_value_id zp = q.zero_points.empty()
+                       ? SY_NO_VALUE
+                       : g.add_constant(base + "_zero_points", SY_DTYPE_UINT8, {static_cast<int64_t>(q.zero_points.size())}, q.zero_points.data());
+  std::vector<sy_value_id> inputs{r.a, codes, scales, zp};
+  if (!r.bias.empty()) {
+    inputs.push_back(SY_NO_VALUE);  // g_idx
+    inputs.push_back(g.add_constant(base + "_bias", SY_DTYPE_FLOAT32, {q.N}, r.bias.data()));
+  }
+  // ONNX Runtime's op when its constraints hold, so other runtimes can read
+  // the optimized model; else the same op in our domain.
+  const bool ort = is_power_of_two(q.block_size) && q.block_size >= 16;
+  std::vector<sy_value_id> out;
+  sy_node_id n = g.add_node(ort ? kOrtDomain : kDomain, ort ? kOrtOp : kOp, base + "_q" + std::to_string(q.bits), inputs, out);
+  g.set_attr(n, "K", q.K);
+  g.set_attr(n, "N", q.N);
+  g.set_attr(n, "bits", int64_t{q.bits});
+  g.set_attr(n, "block_size", q.block_size);
+  g.set_type(out[0], SY_DTYPE_FLOAT32, g.value_shape(r.out));
+  g.replace_all_uses(r.out, out[0]);
+  g.remove_node(r.node);
+}
+
+// W [K, N] fp32 of a MatMul/Gemm, transposed/scaled as the node uses it.
+std::optional<std::vector<float>> float_weight(const GraphRef& g, sy_value_id v, bool transposed, float alpha, int64_t& K, int64_t& N) {
+  auto t = g.constant(v);
+  if (!t || t->dtype() != SY_DTYPE_FLOAT32 || t->rank() != 2 || t->numel() == 0) return std::nullopt;
+  K = transposed ? t->dim(1) : t->dim(0);
+  N = transposed ? t->dim(0) : t->dim(1);
+  std::vector<float> w(static_cast<size_t>(K * N));
+  const float* src = t->data<float>();
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) w[static_cast<size_t>(k * N + n)] = alpha * (transposed ? src[n * K + k] : src[k * N + n]);
+  return w;
+}
+
+// Weight-only QDQ: B = DequantizeLinear(W8 [K, N] const, scale, zero_point)
+// per tensor or per output channel (axis 1) maps onto per-channel int8 codes.
+std::optional<QuantizedWeight> qdq_weight(const GraphRef& g, sy_value_id b, std::string& weight_name) {
+  sy_node_id dq = g.producer(b);
+  if (dq < 0 || !g.is(dq, "DequantizeLinear")) return std::nullopt;
+  auto x = g.constant(g.input(dq, 0));
+  auto s = g.constant(g.input_count(dq) > 1 ? g.input(dq, 1) : SY_NO_VALUE);
+  auto z = g.constant(g.input_count(dq) > 2 ? g.input(dq, 2) : SY_NO_VALUE);
+  if (!x || !s || x->rank() != 2 || s->dtype() != SY_DTYPE_FLOAT32) return std::nullopt;
+  if (x->dtype() != SY_DTYPE_INT8 && x->dtype() != SY_DTYPE_UINT8) return std::nullopt;
+  const int64_t K = x->dim(0), N = x->dim(1);
+  const int64_t axis = g.attr_int(dq, "axis").value_or(1);
+  const bool per_channel = s->numel() != 1;
+  if (per_channel && ((axis != 1 && axis != -1) || s->numel() != N)) return std::nullopt;
+  if (z && (z->dtype() != x->dtype() || z->numel() != s->numel())) return std::nullopt;
+  const int offset = x->dtype() == SY_DTYPE_INT8 ? 128 : 0;  // codes are unsigned
+  QuantizedWeight q;
+  q.bits = 8;
+  q.K = K;
+  q.N = N;
+  q.block_size = K;
+  q.n_blocks = 1;
+  q.codes.resize(static_cast<size_t>(K * N));
+  q.scales.resize(static_cast<size_t>(N));
+  q.zero_points.resize(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t c = per_channel ? n : 0;
+    q.scales[static_cast<size_t>(n)] = s->data<float>()[c];
+    int zp = z ? (offset ? z->data<int8_t>()[c] : z->data<uint8_t>()[c]) : 0;
+    q.zero_points[static_cast<size_t>(n)] = static_cast<uint8_t>(zp + offset);
+    for (int64_t k = 0; k < K; ++k) {
+      int v = offset ? x->data<int8_t>()[k * N + n] : x->data<uint8_t>()[k * N + n];
+      q.codes[static_cast<size_t>(n * K + k)] = static_cast<uint8_t>(v + offset);
+    }
+  }
+  weight_name = g.value_name(g.input(dq, 0));
+  return q;
+}
+
+}  // namespace
+
+bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
+  SchemeTable table(options);
+  int quantized = 0, from_qdq = 0, kept = 0;
+  int64_t bytes_before = 0, bytes_after = 0;
+  const int32_t count = g.node_count();
+  for (sy_node_id n = 0; n < count; ++n) {
+    const bool matmul = g.is(n, "MatMul"), gemm = g.is(n, "Gemm");
+    if (!matmul && !gemm) continue;
+    Rewrite r{n, g.input(n, 0), g.output(n, 0), {}, {}};
+    const sy_value_id b = g.input(n, 1);
+    std::string weight_name = g.value_name(b);
+    if (matmul) {
+      if (auto q = qdq_weight(g, b, weight_name)) {
+        r.q = std::move(*q);
+        bytes_before += r.q.K * r.q.N;
+        bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size());
+        emit(g, r);
+        ++from_qdq;
+        continue;
+      }
+    }
+    float alpha = 1.f, beta = 1.f;
+    bool trans_b = false;
+    if (gemm) {
+      if (g.attr_int(n, "transA").value_or(0) != 0) continue;
+      trans_b = g.attr_int(n, "transB").value_or(0) != 0;
+      alpha = g.attr_float(n, "alpha").value_or(1.f);
+      beta = g.attr_float(n, "beta").value_or(1.f);
+    }
+    int64_t K = 0, N = 0;
+    if (!g.constant(b)) continue;
+    auto spec = table.lookup(g.name(n), weight_name);
+    if (!spec) {
+      ++kept;
+      continue;
+    }
+    auto w = float_weight(g, b, trans_b, alpha, K, N);
+    if (!w) continue;
+    if (gemm && g.input_count(n) > 2 && g.input(n, 2) != SY_NO_VALUE) {
+      auto c = g.constant(g.input(n, 2));
+      if (!c || c->dtype() != SY_DTYPE_FLOAT32 || (c->numel() != N && c->numel() != 1)) {
+        sy::plugin::log(SY_LOG_WARNING, "quantize: Gemm '" + g.name(n) + "' kept in fp32: its C is not a constant bias of N values");
+        continue;
+      }
+      r.bias.resize(static_cast<size_t>(N));
+      for (int64_t i = 0; i < N; ++i) r.bias[static_cast<size_t>(i)] = beta * c->data<float>()[c->numel() == 1 ? 0 : i];
+    }
+    try {
+      r.q = quantize(w->data(), K, N, *spec);
+    } catch (const std::exception& e) {
+      throw Error("quantize: node '" + g.name(n) + "': " + e.what(), SY_INVALID_ARGUMENT);
+    }
+    bytes_before += K * N * 4;
+    bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size());
+    emit(g, r);
+    ++quantized;
+  }
+  std::ostringstream msg;
+  msg << "quantize: " << quantized << " weights quantized, " << from_qdq << " QDQ weights mapped, " << kept
+      << " kept in fp32 by rule; weight bytes " << bytes_before << " -> " << bytes_after;
+  sy::plugin::log(SY_LOG_INFO, msg.str());
+  return quantized + from_qdq > 0;
+}
+
+}  // namespace sy_quant

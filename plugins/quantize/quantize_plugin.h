@@ -1,0 +1,37 @@
+// switchyard-quantize: weight-only int8/int4 quantization. The pass rewrites
+// MatMul/Gemm nodes with constant weights (and weight-only QDQ,
+// DequantizeLinear -> MatMul) into quantized matmul nodes; the kernel runs
+// them, and ONNX Runtime's com.microsoft::MatMulNBits nodes, on the paths of
+// qmatmul.h.
+#pragma once
+#include <switchyard/plugin.hpp>
+
+#include "qmatmul.h"
+
+namespace sy_quant {
+
+// Emitted when the group is a power of two >= 16 (ONNX Runtime can run it too).
+constexpr const char* kOrtDomain = "com.microsoft";
+constexpr const char* kOrtOp = "MatMulNBits";
+// Same inputs and attributes, any group (per-channel int8: block_size = K).
+constexpr const char* kDomain = "switchyard";
+constexpr const char* kOp = "QMatMul";
+
+struct QuantizePass {
+  static bool run(sy::plugin::GraphRef& g, const sy::plugin::Options& options);
+};
+
+// Inputs: A [..., K], B codes, scales, zero_points (optional), g_idx (must be
+// absent), bias [N] (optional). Attributes K, N, bits, block_size.
+class QMatMulKernel {
+ public:
+  explicit QMatMulKernel(const sy::plugin::NodeRef& node);
+  void compute(sy::plugin::KernelIO& io);
+
+ private:
+  std::string name_;
+  PackedMatrix w_;
+  Isa isa_;
+};
+
+}  // namespace sy_quant

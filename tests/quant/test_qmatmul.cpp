@@ -1,0 +1,174 @@
+// Every quantized matmul path against the straightforward reference: the
+// weight dequantized to fp32 (quant_format's dequantize), then a plain
+// double-precision multiply. Random shapes, including K and N that are not
+// multiples of the group or of any SIMD width, on every path this CPU has.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "qmatmul.h"
+
+namespace sy_quant {
+namespace {
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale = 1.f) {
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Runs fn over [0, n) on two real threads, like the host pool.
+const ParallelFor two_threads = [](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= grain) return fn(0, n);
+  const int64_t mid = n / 2;
+  std::thread t([&] { fn(0, mid); });
+  fn(mid, n);
+  t.join();
+};
+
+struct Case {
+  int64_t M, K, N, group;  // group 0: per output channel
+  int bits;
+  bool symmetric;
+};
+
+std::vector<Isa> paths() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+    if (isa_available(i)) v.push_back(i);
+  return v;
+}
+
+void check(const Case& c, Isa isa, uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto w = random_vector(static_cast<size_t>(c.K * c.N), rng, 0.05f);
+  auto x = random_vector(static_cast<size_t>(c.M * c.K), rng);
+  auto bias = random_vector(static_cast<size_t>(c.N), rng);
+  QuantizedWeight q = quantize(w.data(), c.K, c.N, {c.bits, c.group, c.symmetric});
+  PackedMatrix p = pack(q);
+  auto wd = dequantize(q);
+  std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
+  qmatmul(p, x.data(), c.M, bias.data(), y.data(), isa, two_threads);
+  const bool int8_activations = isa == Isa::Avx512Vnni && p.supports(isa) && c.M < 4;
+  double worst = 0;
+  for (int64_t m = 0; m < c.M; ++m) {
+    const float* xm = x.data() + m * c.K;
+    // Activation rounding of the VNNI path: each x_k moves by at most half of
+    // its 32-block's step amax/127.
+    std::vector<double> step(static_cast<size_t>(c.K));
+    for (int64_t b = 0; b < c.K; b += 32) {
+      double amax = 0;
+      for (int64_t k = b; k < std::min(c.K, b + 32); ++k) amax = std::max(amax, std::fabs(double(xm[k])));
+      for (int64_t k = b; k < std::min(c.K, b + 32); ++k) step[static_cast<size_t>(k)] = amax / 127.0;
+    }
+    for (int64_t n = 0; n < c.N; ++n) {
+      double ref = bias[static_cast<size_t>(n)], magnitude = std::fabs(ref), rounding = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        double wk = wd[static_cast<size_t>(k * c.N + n)];
+        ref += double(xm[k]) * wk;
+        magnitude += std::fabs(double(xm[k]) * wk);
+        rounding += std::fabs(wk) * step[static_cast<size_t>(k)] / 2;
+      }
+      // fp32 accumulation error ~ K * eps * sum|x w|; the VNNI path adds the
+      // activation rounding bound.
+      double tol = 4e-6 * std::sqrt(double(c.K)) * magnitude + 1e-6 + (int8_activations ? rounding * 1.001 : 0);
+      double err = std::fabs(double(y[static_cast<size_t>(m * c.N + n)]) - ref);
+      worst = std::max(worst, err / tol);
+      ASSERT_LE(err, tol) << isa_name(isa) << " M=" << c.M << " K=" << c.K << " N=" << c.N << " group=" << c.group << " bits=" << c.bits
+                          << (c.symmetric ? " sym" : " asym") << " at (" << m << ", " << n << ")";
+    }
+  }
+}
+
+TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
+  std::vector<Case> cases;
+  std::mt19937 rng(7);
+  // Fixed corner shapes, then random ones.
+  for (int bits : {8, 4})
+    for (bool sym : {true, false})
+      for (int64_t group : {int64_t{0}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}}) {
+        if (bits == 4 && group == 0) continue;
+        for (int64_t M : {1, 2, 5})
+          for (auto [K, N] : {std::pair<int64_t, int64_t>{64, 64}, {172, 64}, {64, 172}, {1, 3}, {33, 7}, {300, 129}, {512, 96}})
+            cases.push_back({M, K, N, group, bits, sym});
+      }
+  std::uniform_int_distribution<int64_t> dim(1, 700), rows(1, 9);
+  for (int i = 0; i < 60; ++i) {
+    int bits = i % 2 ? 4 : 8;
+    int64_t groups[] = {0, 16, 32, 64, 128};
+    int64_t group = groups[i % 5];
+    if (bits == 4 && group == 0) group = 32;
+    cases.push_back({rows(rng), dim(rng), dim(rng), group, bits, i % 3 != 0});
+  }
+  int runs = 0;
+  for (Isa isa : paths()) {
+    for (size_t i = 0; i < cases.size(); ++i) check(cases[i], isa, static_cast<uint32_t>(i));
+    runs += static_cast<int>(cases.size());
+  }
+  std::printf("%d cases on paths:", runs);
+  for (Isa isa : paths()) std::printf(" %s", isa_name(isa));
+  std::printf("\n");
+}
+
+TEST(QMatMul, PathsAgreeWithEachOtherOnOneLargeMatrix) {
+  Case c{1, 2048, 512, 64, 4, true};
+  for (Isa isa : paths()) check(c, isa, 99);
+}
+
+TEST(QuantFormat, RoundTripErrorIsAtMostHalfAStep) {
+  std::mt19937 rng(3);
+  for (int bits : {8, 4})
+    for (bool sym : {true, false})
+      for (int64_t group : {int64_t{0}, int64_t{32}}) {
+        if (bits == 4 && group == 0) continue;
+        const int64_t K = 100, N = 9;
+        auto w = random_vector(static_cast<size_t>(K * N), rng);
+        QuantizedWeight q = quantize(w.data(), K, N, {bits, group, sym});
+        auto wd = dequantize(q);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t k = 0; k < K; ++k) {
+            const float s = q.scales[static_cast<size_t>(n * q.n_blocks + k / q.block_size)];
+            ASSERT_LE(std::fabs(wd[static_cast<size_t>(k * N + n)] - w[static_cast<size_t>(k * N + n)]), s * 0.5f + 1e-6f)
+                << "bits=" << bits << " sym=" << sym << " group=" << group;
+          }
+      }
+}
+
+TEST(QuantFormat, ZeroWeightsStayExactlyZero) {
+  std::vector<float> w(64 * 4, 0.f);
+  w[5] = 1.f;
+  for (bool sym : {true, false}) {
+    auto wd = dequantize(quantize(w.data(), 64, 4, {4, 32, sym}));
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(wd[i], w[i]);
+  }
+}
+
+TEST(QuantFormat, SchemesParseAndBadOnesAreNamed) {
+  EXPECT_EQ(scheme_name(parse_scheme("int8", 32)), "int8");
+  EXPECT_EQ(scheme_name(parse_scheme("int4", 32)), "int4:32");
+  EXPECT_EQ(scheme_name(parse_scheme("int4-asym:128", 32)), "int4-asym:128");
+  EXPECT_EQ(scheme_name(parse_scheme("int8:64", 32)), "int8:64");
+  for (const char* bad : {"int3", "int4:0", "int4:10", "int4:x", "int8-sym", ""}) {
+    try {
+      parse_scheme(bad, 32);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("scheme"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(QMatMul, ForcedPathIsHonouredAndUnknownOnesRefused) {
+  setenv("SWITCHYARD_QUANT_ISA", "scalar", 1);
+  EXPECT_EQ(select_isa(), Isa::Scalar);
+  setenv("SWITCHYARD_QUANT_ISA", "neon", 1);
+  EXPECT_THROW(select_isa(), std::invalid_argument);
+  unsetenv("SWITCHYARD_QUANT_ISA");
+  EXPECT_TRUE(isa_available(select_isa()));
+}
+
+}  // namespace
+}  // namespace sy_quant
