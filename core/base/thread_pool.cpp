@@ -1,12 +1,31 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SY_CPU_RELAX() _mm_pause()
+#else
+#define SY_CPU_RELAX() ((void)0)
+#endif
 
 namespace sy {
 
 namespace {
 thread_local bool t_inside_pool = false;
+
+// Spins until done() or ~200 us have passed; true when done() held.
+template <typename Done>
+bool spin_until(Done&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    SY_CPU_RELAX();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+  }
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -17,6 +36,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    ++generation_;
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -30,6 +50,7 @@ void ThreadPool::worker_loop(int index) {
     int64_t n;
     int chunks;
     {
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
@@ -42,9 +63,9 @@ void ThreadPool::worker_loop(int index) {
       int64_t begin = n * index / chunks, end = n * (index + 1) / chunks;
       (*job)(begin, end);
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep
+      done_cv_.notify_one();
     }
   }
 }
@@ -70,8 +91,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   t_inside_pool = true;
   fn(0, n / chunks);  // chunk 0 on the calling thread
   t_inside_pool = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return pending_ == 0; });
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   job_ = nullptr;
 }
 

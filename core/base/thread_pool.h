@@ -1,7 +1,13 @@
 // A fixed pool of worker threads with one primitive, parallel_for. Kernels
 // (built-in and plugin) use it instead of spawning their own threads, so the
 // process never runs more compute threads than cores.
+//
+// A decode step is ~100 short parallel_for calls: waking a sleeping worker
+// through a condition variable costs tens of microseconds each time. Workers
+// (and the caller waiting for them) therefore spin for a short while before
+// sleeping, like OpenMP's active wait policy and llama.cpp's thread pool.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -36,9 +42,9 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
   std::mutex call_mu_;  // one parallel_for at a time
 };
 

@@ -59,11 +59,14 @@ int64_t PackedMatrix::weight_bytes() const {
 
 bool PackedMatrix::supports(Isa isa) const {
   auto fits = [&](int64_t width) { return n_groups == 1 || group % width == 0; };
+  const bool pow2 = group > 0 && (group & (group - 1)) == 0;
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return fits(8);
     case Isa::Avx512: return fits(16);
-    case Isa::Avx512Vnni: return fits(32);  // activation blocks must not straddle weight groups
+    // Activation blocks (32) must not straddle weight groups; larger groups
+    // are indexed by a shift.
+    case Isa::Avx512Vnni: return n_groups == 1 || group == 32 || (pow2 && group >= 64);
   }
   return false;
 }
@@ -73,12 +76,15 @@ PackedMatrix pack(const QuantizedWeight& q) {
   p.bits = q.bits;
   p.K = q.K;
   p.N = q.N;
-  p.Kp = (q.K + 63) / 64 * 64;
+  p.Kp = (q.K + 127) / 128 * 128;
   p.group = q.block_size;
   p.n_groups = q.n_blocks;
   p.codes.assign(static_cast<size_t>(p.N * p.row_bytes()), 0);
-  p.scales.resize(static_cast<size_t>(p.N * p.n_groups));
-  p.negzp.resize(static_cast<size_t>(p.N * p.n_groups));
+  p.group_stride = p.n_groups == 1 ? 1 : std::max(p.n_groups, (p.Kp + p.group - 1) / p.group);
+  p.scales.assign(static_cast<size_t>(p.N * p.group_stride), 0.f);
+  const bool symmetric = q.zero_points.empty();
+  p.symmetric_zero_point = static_cast<float>(1 << (q.bits - 1));
+  if (!symmetric) p.negzp.assign(static_cast<size_t>(p.N * p.group_stride), 0.f);
   for (int64_t n = 0; n < p.N; ++n) {
     uint8_t* row = p.codes.data() + n * p.row_bytes();
     for (int64_t k = 0; k < p.K; ++k) {
@@ -86,15 +92,15 @@ PackedMatrix pack(const QuantizedWeight& q) {
       if (p.bits == 8) {
         row[k] = c;
       } else {
-        const int64_t chunk = k / 64, j = k % 64;
-        uint8_t& b = row[chunk * 32 + j % 32];
-        b = static_cast<uint8_t>(j < 32 ? (b & 0xF0) | c : (b & 0x0F) | (c << 4));
+        const int64_t chunk = k / 128, j = k % 128;
+        uint8_t& b = row[chunk * 64 + j % 64];
+        b = static_cast<uint8_t>(j < 64 ? (b & 0xF0) | c : (b & 0x0F) | (c << 4));
       }
     }
     for (int64_t g = 0; g < p.n_groups; ++g) {
       const float s = q.scales[static_cast<size_t>(n * q.n_blocks + g)];
-      p.scales[static_cast<size_t>(n * p.n_groups + g)] = s;
-      p.negzp[static_cast<size_t>(n * p.n_groups + g)] = -s * static_cast<float>(zero_point_at(q, n, g));
+      p.scales[static_cast<size_t>(n * p.group_stride + g)] = s;
+      if (!symmetric) p.negzp[static_cast<size_t>(n * p.group_stride + g)] = -s * static_cast<float>(zero_point_at(q, n, g));
     }
   }
   return p;
@@ -104,23 +110,26 @@ namespace {
 
 inline int packed_code(const PackedMatrix& w, const uint8_t* row, int64_t k) {
   if (w.bits == 8) return row[k];
-  const uint8_t b = row[(k / 64) * 32 + (k % 64) % 32];
-  return (k % 64) < 32 ? (b & 0x0F) : (b >> 4);
+  const uint8_t b = row[(k / 128) * 64 + (k % 128) % 64];
+  return (k % 128) < 64 ? (b & 0x0F) : (b >> 4);
 }
+
+}  // namespace
 
 // Dequantizes rows [n0, n1) to fp32 [n1 - n0, K].
 void dequantize_rows(const PackedMatrix& w, int64_t n0, int64_t n1, float* out) {
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
-    const float* s = w.scales.data() + n * w.n_groups;
-    const float* z = w.negzp.data() + n * w.n_groups;
+    const float* s = w.scales.data() + n * w.group_stride;
     float* o = out + (n - n0) * w.K;
-    for (int64_t k = 0; k < w.K; ++k) {
-      const int64_t g = k / w.group;
-      o[k] = static_cast<float>(packed_code(w, row, k)) * s[g] + z[g];
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      const float scale = s[g], z = w.negzp_at(n, g);
+      for (int64_t k = g * w.group; k < std::min(w.K, (g + 1) * w.group); ++k) o[k] = static_cast<float>(packed_code(w, row, k)) * scale + z;
     }
   }
 }
+
+namespace {
 
 // Per-group sums of a zero-padded activation row.
 void group_sums(const PackedMatrix& w, const float* x, float* xsum) {
@@ -137,7 +146,7 @@ Isa usable(const PackedMatrix& w, Isa isa) {
   return isa;
 }
 
-constexpr int64_t kGemmMinRows = 4;  // from here on, dequantize tiles and use sgemm
+constexpr int64_t kGemmMinRows = 16;  // from here on, dequantize tiles and use sgemm
 constexpr int64_t kTileRows = 64;
 
 }  // namespace
@@ -145,14 +154,13 @@ constexpr int64_t kTileRows = 64;
 void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
-    const float* s = w.scales.data() + n * w.n_groups;
-    const float* z = w.negzp.data() + n * w.n_groups;
+    const float* s = w.scales.data() + n * w.group_stride;
     float acc = 0;
     for (int64_t g = 0; g < w.n_groups; ++g) {
       const int64_t k0 = g * w.group, k1 = std::min(w.K, k0 + w.group);
       float dot = 0;
       for (int64_t k = k0; k < k1; ++k) dot += static_cast<float>(packed_code(w, row, k)) * x[k];
-      acc += s[g] * dot + z[g] * xsum[g];
+      acc += s[g] * dot + w.negzp_at(n, g) * xsum[g];
     }
     y[n] = acc;
   }
@@ -162,33 +170,42 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
   isa = usable(w, isa);
   const int64_t N = w.N, K = w.K;
   if (M >= kGemmMinRows) {
+    // Prefill: each 64-row tile is dequantized once and multiplied for all M tokens.
+    auto* dequantize = isa == Isa::Avx512 || isa == Isa::Avx512Vnni ? dequantize_rows_avx512 : dequantize_rows;
     const int64_t tiles = (N + kTileRows - 1) / kTileRows;
     pf(tiles, 1, [&](int64_t t0, int64_t t1) {
       std::vector<float> wt(static_cast<size_t>(kTileRows * K));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n0 = t * kTileRows, nt = std::min(kTileRows, N - n0);
-        dequantize_rows(w, n0, n0 + nt, wt.data());
+        dequantize(w, n0, n0 + nt, wt.data());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(nt), static_cast<int>(K), 1.f, x,
                     static_cast<int>(K), wt.data(), static_cast<int>(K), 0.f, y + n0, static_cast<int>(N));
       }
     });
   } else {
-    std::vector<float> xpad(static_cast<size_t>(w.Kp), 0.f), xsum(static_cast<size_t>(w.n_groups));
-    QuantizedActivation qa;
+    // Decode (one token per sequence, a few sequences): GEMV per token, the
+    // tokens of a work item sharing each block of weight rows while it is in cache.
+    std::vector<float> xpad(static_cast<size_t>(M * w.Kp), 0.f), xsum(static_cast<size_t>(M * w.n_groups));
+    std::vector<QuantizedActivation> qa(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      float* xm = xpad.data() + m * w.Kp;
+      std::copy(x + m * K, x + (m + 1) * K, xm);
+      if (isa == Isa::Avx512Vnni) quantize_activation(w, xm, qa[static_cast<size_t>(m)]);
+      else group_sums(w, xm, xsum.data() + m * w.n_groups);
+    }
+    auto* gemv = isa == Isa::Avx512 ? gemv_avx512 : isa == Isa::Avx2 ? gemv_avx2 : gemv_scalar;
     // Rows per work item: enough to amortise the dispatch, small enough to balance.
     const int64_t grain = std::max<int64_t>(8, (1 << 16) / std::max<int64_t>(1, w.row_bytes()));
-    for (int64_t m = 0; m < M; ++m) {
-      std::copy(x + m * K, x + (m + 1) * K, xpad.begin());
-      float* ym = y + m * N;
-      if (isa == Isa::Avx512Vnni) {
-        quantize_activation(w, xpad.data(), qa);
-        pf(N, grain, [&](int64_t n0, int64_t n1) { gemv_avx512vnni(w, qa, ym, n0, n1); });
-        continue;
+    constexpr int64_t kRowBlock = 16;
+    pf(N, grain, [&](int64_t n0, int64_t n1) {
+      for (int64_t b = n0; b < n1; b += kRowBlock) {
+        const int64_t e = std::min(n1, b + kRowBlock);
+        for (int64_t m = 0; m < M; ++m) {
+          if (isa == Isa::Avx512Vnni) gemv_avx512vnni(w, qa[static_cast<size_t>(m)], y + m * N, b, e);
+          else gemv(w, xpad.data() + m * w.Kp, xsum.data() + m * w.n_groups, y + m * N, b, e);
+        }
       }
-      group_sums(w, xpad.data(), xsum.data());
-      auto* gemv = isa == Isa::Avx512 ? gemv_avx512 : isa == Isa::Avx2 ? gemv_avx2 : gemv_scalar;
-      pf(N, grain, [&](int64_t n0, int64_t n1) { gemv(w, xpad.data(), xsum.data(), ym, n0, n1); });
-    }
+    });
   }
   if (bias)
     for (int64_t m = 0; m < M; ++m)

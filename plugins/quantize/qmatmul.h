@@ -2,11 +2,13 @@
 //
 // At load the stored weight (quant_format.h) is repacked once into the layout
 // the kernels stream: one row per output channel, K padded to a multiple of
-// 64; int8 codes as bytes; int4 codes two per byte in 64-element chunks
-// (byte j holds element j in its low nibble and element 32 + j in its high
-// one, so one 32-byte load unpacks to 64 ordered codes with an AND and a
-// shift). Scales and zero points become floats, the zero point folded as
-// -scale * zero_point: y = sum_g scale_g * dot(code, x)_g + negzp_g * sum(x)_g.
+// 128; int8 codes as bytes; int4 codes two per byte in 128-element chunks
+// (byte j holds element j in its low nibble and element 64 + j in its high
+// one, so one 64-byte load unpacks to 128 ordered codes with an AND, a shift
+// and an AND). Scales stay per group; the zero point enters as
+// -scale * zero_point: y = sum_g scale_g * dot(code, x)_g + negzp_g * sum(x)_g,
+// stored per group only for asymmetric weights (symmetric ones read no more
+// than their codes and scales).
 //
 // Paths, chosen at run time by what the CPU has (SWITCHYARD_QUANT_ISA forces
 // one; tests run every path the machine has):
@@ -43,12 +45,21 @@ Isa select_isa();
 // The kernel's own copy of a weight, repacked for streaming.
 struct PackedMatrix {
   int bits = 8;
-  int64_t K = 0, N = 0, Kp = 0;  // Kp: K rounded up to 64
+  int64_t K = 0, N = 0, Kp = 0;  // Kp: K rounded up to 128
   int64_t group = 0, n_groups = 0;
+  // Scales per row, padded with zeros to cover Kp: the SIMD loops read the
+  // scale of every chunk, padding included.
+  int64_t group_stride = 0;
   std::vector<uint8_t> codes;  // N rows of row_bytes()
-  std::vector<float> scales;                            // [N, n_groups]
-  std::vector<float> negzp;                             // [N, n_groups]: -scale * zero_point
+  std::vector<float> scales;   // [N, group_stride]
+  std::vector<float> negzp;    // [N, group_stride]: -scale * zero_point; empty when symmetric
+  float symmetric_zero_point = 0;
   int64_t row_bytes() const { return bits == 8 ? Kp : Kp / 2; }
+  // -scale * zero_point of row n, group g.
+  float negzp_at(int64_t n, int64_t g) const {
+    const size_t i = static_cast<size_t>(n * group_stride + g);
+    return negzp.empty() ? -symmetric_zero_point * scales[i] : negzp[i];
+  }
   int64_t weight_bytes() const;  // what one pass over the matrix reads
   // Which paths can run this geometry (groups must not split a SIMD vector).
   bool supports(Isa isa) const;
@@ -62,6 +73,10 @@ using ParallelFor = std::function<void(int64_t n, int64_t grain, const std::func
 // path the geometry supports below `isa`.
 void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias, float* y, Isa isa, const ParallelFor& pf);
 
+// Rows [n0, n1) of W as fp32 [n1 - n0, K] (the prefill path's tiles).
+void dequantize_rows(const PackedMatrix& w, int64_t n0, int64_t n1, float* out);
+void dequantize_rows_avx512(const PackedMatrix& w, int64_t n0, int64_t n1, float* out);
+
 // Per-row GEMV entry points (rows [n0, n1) of one activation row), per path.
 void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
 void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
@@ -70,7 +85,7 @@ void gemv_avx512(const PackedMatrix& w, const float* x, const float* xsum, float
 // The activation row quantized for the VNNI path.
 struct QuantizedActivation {
   std::vector<int8_t> q;          // [Kp]
-  std::vector<float> scale16;     // [Kp / 64, 16]: per 64-chunk, block 2c's scale x8 then block 2c+1's x8
+  std::vector<float> scale16;     // [Kp / 64, 16]: per 64-element chunk c, block 2c's scale x8 then block 2c+1's x8
   std::vector<float> group_sum;   // [n_groups]: sum over the group of scale_b * sum(q_b)
 };
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);

@@ -20,13 +20,22 @@ inline __m256i load8_u8_as_i32(const uint8_t* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
+inline float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  float total = hsum(acc);
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
 }  // namespace
 
 void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
   const __m256i low = _mm256_set1_epi32(0x0F);
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
-    const float* s = w.scales.data() + n * w.n_groups;
+    const float* s = w.scales.data() + n * w.group_stride;
     __m256 acc = _mm256_setzero_ps(), accg = _mm256_setzero_ps();
     int64_t g = 0, next = w.n_groups == 1 ? INT64_MAX : w.group;
     auto at = [&](int64_t k) {
@@ -43,11 +52,11 @@ void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* 
         accg = _mm256_fmadd_ps(_mm256_cvtepi32_ps(load8_u8_as_i32(row + k)), _mm256_loadu_ps(x + k), accg);
       }
     } else {
-      for (int64_t c = 0; c < w.Kp / 64; ++c) {
-        const uint8_t* bytes = row + c * 32;
+      for (int64_t c = 0; c < w.Kp / 128; ++c) {
+        const uint8_t* bytes = row + c * 64;
         for (int64_t half = 0; half < 2; ++half)
-          for (int64_t o = 0; o < 32; o += 8) {
-            const int64_t k = c * 64 + half * 32 + o;
+          for (int64_t o = 0; o < 64; o += 8) {
+            const int64_t k = c * 128 + half * 64 + o;
             at(k);
             __m256i v = load8_u8_as_i32(bytes + o);
             v = half ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, low);
@@ -57,8 +66,8 @@ void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* 
     }
     acc = _mm256_fmadd_ps(accg, _mm256_set1_ps(s[g]), acc);
     float total = hsum(acc);
-    const float* z = w.negzp.data() + n * w.n_groups;
-    for (int64_t k = 0; k < w.n_groups; ++k) total += z[k] * xsum[k];
+    const size_t base = static_cast<size_t>(n * w.group_stride);
+    total += w.negzp.empty() ? -w.symmetric_zero_point * dot(w.scales.data() + base, xsum, w.n_groups) : dot(w.negzp.data() + base, xsum, w.n_groups);
     y[n] = total;
   }
 }

@@ -12,6 +12,7 @@ void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* 
 void gemv_avx512(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
   gemv_scalar(w, x, xsum, y, n0, n1);
 }
+void dequantize_rows_avx512(const PackedMatrix& w, int64_t n0, int64_t n1, float* out) { dequantize_rows(w, n0, n1, out); }
 void quantize_activation(const PackedMatrix&, const float*, QuantizedActivation&) {
   throw std::logic_error("the VNNI path does not exist on this CPU");
 }

@@ -31,36 +31,93 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
   }
 }
 
-void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  const __m256i low = _mm256_set1_epi8(0x0F);
+namespace {
+
+enum class Groups { PerRow, Of32, Pow2 };
+
+// sum_i a[i] * b[i], 16 lanes with a masked tail.
+inline float dot(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+  const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+  acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+  return _mm512_reduce_add_ps(acc);
+}
+
+// The zero-point term of row n: sum_g -scale_g * zp_g * group_sum_g.
+inline float zero_point_term(const PackedMatrix& w, int64_t n, const float* group_sum) {
+  const size_t at = static_cast<size_t>(n * w.group_stride);
+  return w.negzp.empty() ? -w.symmetric_zero_point * dot(w.scales.data() + at, group_sum, w.n_groups)
+                         : dot(w.negzp.data() + at, group_sum, w.n_groups);
+}
+
+// The weight-scale vector of 64-element chunk c: lanes 0-7 belong to the
+// chunk's first 32-block, lanes 8-15 to its second.
+template <Groups G>
+inline __m512 weight_scales(const float* s, int64_t c, int shift) {
+  if constexpr (G == Groups::PerRow) {
+    return _mm512_set1_ps(1.f);  // applied once per row
+  } else if constexpr (G == Groups::Of32) {
+    const __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 2 * c)))));
+  } else {
+    return _mm512_set1_ps(s[c >> shift]);
+  }
+}
+
+// Two 64-element chunks (128 codes) per iteration, two accumulators.
+template <int Bits, Groups G>
+void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   const int64_t chunks = w.Kp / 64;
+  int shift = 0;
+  if constexpr (G == Groups::Pow2)
+    while ((int64_t{64} << shift) < w.group) ++shift;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const int8_t* xq = a.q.data();
+  const float* xs = a.scale16.data();
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
-    const float* s = w.scales.data() + n * w.n_groups;
-    __m512 acc = _mm512_setzero_ps();
-    int64_t g = 0;  // group of the chunk's first half
-    for (int64_t c = 0; c < chunks; ++c) {
-      __m512i codes;
-      if (w.bits == 8) {
-        codes = _mm512_loadu_si512(row + c * 64);
+    const float* s = w.scales.data() + n * w.group_stride;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (int64_t c = 0; c < chunks; c += 2) {
+      __m512i w0, w1;
+      if constexpr (Bits == 8) {
+        w0 = _mm512_loadu_si512(row + c * 64);
+        w1 = _mm512_loadu_si512(row + c * 64 + 64);
       } else {
-        __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32));
-        __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        codes = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        const __m512i v = _mm512_loadu_si512(row + c * 32);
+        w0 = _mm512_and_si512(v, low);
+        w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       }
-      __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, _mm512_loadu_si512(a.q.data() + c * 64));
-      // Scale of each lane: activation block scale x weight group scale.
-      // Groups are multiples of 32 (or one per row): each half lies in one group.
-      while (g + 1 < w.n_groups && c * 64 >= (g + 1) * w.group) ++g;
-      const int64_t g1 = g + 1 < w.n_groups && c * 64 + 32 >= (g + 1) * w.group ? g + 1 : g;
-      const __m512 ws = g1 == g ? _mm512_set1_ps(s[g]) : _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s[g]), _mm512_set1_ps(s[g1]));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, _mm512_loadu_ps(a.scale16.data() + c * 16)), acc);
+      const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(xq + c * 64));
+      const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512(xq + c * 64 + 64));
+      __m512 s0 = _mm512_loadu_ps(xs + c * 16), s1 = _mm512_loadu_ps(xs + c * 16 + 16);
+      if constexpr (G != Groups::PerRow) {
+        s0 = _mm512_mul_ps(s0, weight_scales<G>(s, c, shift));
+        s1 = _mm512_mul_ps(s1, weight_scales<G>(s, c + 1, shift));
+      }
+      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc0);
+      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc1);
     }
-    float total = _mm512_reduce_add_ps(acc);
-    const float* z = w.negzp.data() + n * w.n_groups;
-    for (int64_t j = 0; j < w.n_groups; ++j) total += z[j] * a.group_sum[static_cast<size_t>(j)];
-    y[n] = total;
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if constexpr (G == Groups::PerRow) total *= s[0];
+    y[n] = total + zero_point_term(w, n, a.group_sum.data());
   }
+}
+
+template <int Bits>
+void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (w.n_groups == 1) rows<Bits, Groups::PerRow>(w, a, y, n0, n1);
+  else if (w.group == 32) rows<Bits, Groups::Of32>(w, a, y, n0, n1);
+  else rows<Bits, Groups::Pow2>(w, a, y, n0, n1);
+}
+
+}  // namespace
+
+void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (w.bits == 8) rows_for<8>(w, a, y, n0, n1);
+  else rows_for<4>(w, a, y, n0, n1);
 }
 
 }  // namespace sy_quant

@@ -1,0 +1,79 @@
+// The quantized matmul kernels alone, per path and scheme, on one weight
+// matrix larger than the caches (as in a decode step): GEMV (one token) and
+// GEMM (prefill) time, and the weight bytes streamed per second against the
+// machine's measured read bandwidth. Prints a table, writes JSON (--out).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "memory_bandwidth.h"
+#include "qmatmul.h"
+
+using namespace sy_quant;
+
+namespace {
+
+// Two worker threads, as the engine's pool on this machine: work split in halves.
+void two_threads(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= grain) return fn(0, n);
+  const int64_t mid = n / 2;
+  std::thread t([&] { fn(0, mid); });
+  fn(mid, n);
+  t.join();
+}
+
+// Best of reps: this shared machine's noise only ever adds time.
+template <typename F>
+double best_seconds(F&& f, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return *std::min_element(t.begin(), t.end());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t K = 4096, N = 4096, M_prefill = 128;
+  std::string out = "bench-qmatmul.json";
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    if (!std::strcmp(argv[i], "--k") && i + 1 < argc) K = std::atoll(argv[++i]);
+    if (!std::strcmp(argv[i], "--n") && i + 1 < argc) N = std::atoll(argv[++i]);
+  }
+  const double bw = sy::bench::measure_read_bandwidth_gbs(2);
+  std::printf("quantized matmul kernels, W [%lld x %lld], 2 threads; measured read bandwidth %.1f GB/s\n", (long long)K, (long long)N, bw);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.f, 0.02f);
+  std::vector<float> w(static_cast<size_t>(K * N)), x(static_cast<size_t>(M_prefill * K)), y(static_cast<size_t>(M_prefill * N));
+  for (auto& v : w) v = d(rng);
+  for (auto& v : x) v = d(rng) * 50;
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-14s %-11s %10s %12s %10s %8s %14s\n", "scheme", "path", "MB read", "GEMV us", "GB/s", "of bw", "GEMM128 tok/s");
+  for (const char* scheme : {"int8", "int4:32", "int4-asym:32", "int4:128"}) {
+    QuantSpec spec = parse_scheme(scheme, 32);
+    PackedMatrix p = pack(quantize(w.data(), K, N, spec));
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+      if (!isa_available(isa) || (isa == Isa::Scalar && K * N > (1 << 22) && false)) continue;
+      const int reps = isa == Isa::Scalar ? 3 : 30;
+      double gemv = best_seconds([&] { qmatmul(p, x.data(), 1, nullptr, y.data(), isa, two_threads); }, reps);
+      double gemm = best_seconds([&] { qmatmul(p, x.data(), M_prefill, nullptr, y.data(), isa, two_threads); }, 3);
+      const double mb = static_cast<double>(p.weight_bytes()) / 1e6, gbs = mb / 1e3 / gemv;
+      std::printf("%-14s %-11s %10.1f %12.1f %10.1f %7.0f%% %14.0f\n", scheme, isa_name(isa), mb, gemv * 1e6, gbs, 100 * gbs / bw,
+                  M_prefill / gemm);
+      rows.push_back({{"scheme", scheme}, {"path", isa_name(isa)}, {"weight_mb", mb}, {"gemv_us", gemv * 1e6}, {"gemv_gbs", gbs},
+                      {"bandwidth_fraction", gbs / bw}, {"gemm_tokens_per_s", M_prefill / gemm}});
+    }
+  }
+  std::ofstream(out) << nlohmann::json{{"K", K}, {"N", N}, {"read_bandwidth_gbs", bw}, {"rows", rows}}.dump(2) << "\n";
+  return 0;
+}

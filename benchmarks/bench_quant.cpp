@@ -1,0 +1,113 @@
+// Weight-only quantization end to end: one model (a `switchyard synth` one,
+// e.g. 110M and 1.1B) run at fp32, int8 and int4 through the quantize
+// plugin, batch 1, on the paged step engine with 2 threads. Per scheme:
+// decode tokens/s, prefill tokens/s, the weight bytes one decode step reads,
+// and the effective bandwidth against this machine's measured memory-read
+// bandwidth (MBU). Prints a table, writes JSON (--out). Speed-ups are ratios
+// within one run.
+//   bench_quant --model /tmp/synth-110m.onnx [--schemes fp32,int8,int4] [--decode 32] [--prefill 128]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "engine_configs.h"
+#include "memory_bandwidth.h"
+
+namespace {
+
+struct Figures {
+  double decode_tps = 0, prefill_tps = 0;
+  int64_t weight_bytes = 0;
+};
+
+// Bytes of the constants a decode step streams: every constant read by a
+// node other than Gather (an embedding lookup reads one row, not the table).
+int64_t weight_bytes_per_token(const sy::Graph& g) {
+  std::set<sy::ValueId> streamed, gathered;
+  for (const auto& n : g.nodes) {
+    if (n.dead) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      sy::ValueId v = n.inputs[i];
+      if (v == sy::kNoValue || !g.values[static_cast<size_t>(v)].constant) continue;
+      (n.op_type == "Gather" && i == 0 ? gathered : streamed).insert(v);
+    }
+  }
+  int64_t bytes = 0;
+  for (sy::ValueId v : streamed) bytes += static_cast<int64_t>(g.values[static_cast<size_t>(v)].constant->bytes());
+  return bytes;
+}
+
+Figures run(const sy::EngineConfig& cfg, int decode, int prefill, int vocab_hint) {
+  auto session = sy::Session::create(cfg);
+  Figures f;
+  f.weight_bytes = weight_bytes_per_token(session->model().graph());
+  auto request = [&](int prompt_len, int max_tokens, int seed) {
+    sy::GenerationRequest r;
+    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(1 + (i * 7919 + seed * 104729) % (vocab_hint - 1));
+    r.max_tokens = max_tokens;
+    r.stop_at_eos = false;
+    return r;
+  };
+  session->generate({request(8, 4, 0)});  // warm up: pools, first-touch pages
+  for (int rep = 0; rep < 3; ++rep) {     // best of 3: noise on a shared machine only adds time
+    auto d = session->generate({request(8, decode, rep + 1)})[0];
+    f.decode_tps = std::max(f.decode_tps, 1000.0 / d.tpot_ms());
+    auto p = session->generate({request(prefill, 1, rep + 11)})[0];
+    f.prefill_tps = std::max(f.prefill_tps, prefill / (p.ttft_ms / 1000.0));
+  }
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, out = "bench-quant.json", schemes_arg = "fp32,int8,int4";
+  int decode = 32, prefill = 128, threads = 2;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--model")) model = argv[++i];
+    else if (!std::strcmp(argv[i], "--out")) out = argv[++i];
+    else if (!std::strcmp(argv[i], "--schemes")) schemes_arg = argv[++i];
+    else if (!std::strcmp(argv[i], "--decode")) decode = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill")) prefill = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
+  }
+  if (model.empty()) {
+    std::fprintf(stderr, "usage: bench_quant --model M.onnx [--schemes fp32,int8,int4] [--decode N] [--prefill N] [--out F]\n");
+    return 2;
+  }
+  std::vector<std::string> schemes;
+  std::stringstream ss(schemes_arg);
+  for (std::string s; std::getline(ss, s, ',');) schemes.push_back(s);
+
+  double bw = sy::bench::measure_read_bandwidth_gbs(threads);
+  std::printf("%s, batch 1, %d threads; measured memory-read bandwidth %.1f GB/s\n", model.c_str(), threads, bw);
+  std::printf("%-8s %12s %10s %10s %12s %10s %8s %10s\n", "scheme", "weights MB", "decode t/s", "x fp32", "prefill t/s", "eff. GB/s",
+              "MBU", "ms/token");
+  nlohmann::json rows = nlohmann::json::array();
+  double fp32_decode = 0;
+  for (const auto& scheme : schemes) {
+    auto cfg = sy::bench::mode_config(model, "paged", {{"block_size", "16"}}, {}, threads);
+    cfg.plugins.push_back(sy::PluginSpec{SY_QUANTIZE_PLUGIN, std::nullopt, "bench"});
+    if (scheme != "fp32") {
+      sy::ComponentSelection q{"quantize", {}, "bench"};
+      q.options["scheme"] = sy::RawOption{scheme, "bench"};
+      cfg.passes.insert(cfg.passes.begin(), q);
+    }
+    Figures f = run(cfg, decode, prefill, 32000);
+    if (scheme == "fp32") fp32_decode = f.decode_tps;
+    const double gbs = static_cast<double>(f.weight_bytes) * f.decode_tps / 1e9;
+    std::printf("%-8s %12.1f %10.1f %10s %12.1f %10.1f %7.0f%% %10.2f\n", scheme.c_str(), f.weight_bytes / 1e6, f.decode_tps,
+                fp32_decode > 0 ? (std::to_string(f.decode_tps / fp32_decode).substr(0, 4) + "x").c_str() : "-", f.prefill_tps, gbs,
+                100 * gbs / bw, 1000.0 / f.decode_tps);
+    rows.push_back({{"scheme", scheme}, {"weight_bytes_per_token", f.weight_bytes}, {"decode_tokens_per_s", f.decode_tps},
+                    {"decode_speedup_vs_fp32", fp32_decode > 0 ? f.decode_tps / fp32_decode : 0}, {"prefill_tokens_per_s", f.prefill_tps},
+                    {"effective_gbs", gbs}, {"mbu", gbs / bw}});
+  }
+  std::ofstream(out) << nlohmann::json{{"model", model}, {"threads", threads}, {"batch", 1}, {"read_bandwidth_gbs", bw}, {"rows", rows}}.dump(2)
+                     << "\n";
+  return 0;
+}
