@@ -1,5 +1,7 @@
 #include "openai_server.h"
 
+#include "request_parsing.h"
+
 #include <httplib.h>
 #include <signal.h>
 
@@ -26,11 +28,6 @@ extern "C" void on_signal(int) { g_signal = true; }
 
 // ---- errors shaped like OpenAI's
 
-struct ApiError {
-  int status;
-  std::string message, type, param, code;
-};
-
 json error_body(const ApiError& e) {
   return {{"error", {{"message", e.message}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)},
                      {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
@@ -39,10 +36,6 @@ json error_body(const ApiError& e) {
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_body(e).dump(), "application/json");
-}
-
-ApiError bad_request(const std::string& message, const std::string& param = "", const std::string& code = "") {
-  return {400, message, "invalid_request_error", param, code};
 }
 
 // ---- Prometheus histograms (cumulative buckets, seconds)
@@ -142,29 +135,6 @@ void on_finish(void* user, const sy_request_info* info) {
   delete ch;  // the last callback of this request
 }
 
-// ---- request parsing
-
-template <typename T>
-T field(const json& body, const char* key, T fallback, const char* type_name) {
-  if (!body.contains(key) || body[key].is_null()) return fallback;
-  const json& v = body[key];
-  bool ok = false;
-  if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
-  else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer();
-  else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
-  else ok = v.is_string();
-  if (!ok) throw bad_request(std::string("invalid type for '") + key + "': expected " + type_name, key);
-  return v.get<T>();
-}
-
-struct Sampling {
-  int max_tokens = 16, n = 1;
-  double temperature = 1.0, top_p = 1.0;
-  int64_t seed = -1;
-  bool stream = false;
-  std::vector<std::string> stop;
-};
-
 class Server {
  public:
   Server(sy_engine* e, const ServerOptions& o) : engine_(e), opt_(o) {
@@ -242,120 +212,34 @@ class Server {
   }
 
  private:
-  Sampling parse_sampling(const json& body) {
-    Sampling s;
-    s.max_tokens = field<int>(body, "max_tokens", 16, "an integer");
-    if (body.contains("max_completion_tokens")) s.max_tokens = field<int>(body, "max_completion_tokens", 16, "an integer");
-    if (s.max_tokens < 1) throw bad_request("max_tokens must be >= 1, got " + std::to_string(s.max_tokens), "max_tokens");
-    if (s.max_tokens > opt_.max_tokens_limit)
-      throw bad_request("max_tokens is " + std::to_string(s.max_tokens) + ", over this server's limit of " + std::to_string(opt_.max_tokens_limit), "max_tokens");
-    s.temperature = field<double>(body, "temperature", 1.0, "a number");
-    if (s.temperature < 0 || s.temperature > 2) throw bad_request("temperature must be in [0, 2]", "temperature");
-    s.top_p = field<double>(body, "top_p", 1.0, "a number");
-    if (s.top_p <= 0 || s.top_p > 1) throw bad_request("top_p must be in (0, 1]", "top_p");
-    s.n = field<int>(body, "n", 1, "an integer");
-    if (s.n < 1 || s.n > opt_.max_n) throw bad_request("n must be in [1, " + std::to_string(opt_.max_n) + "]", "n");
-    s.seed = field<int64_t>(body, "seed", -1, "an integer");
-    s.stream = field<bool>(body, "stream", false, "a boolean");
-    if (body.contains("stop") && !body["stop"].is_null()) {
-      const json& st = body["stop"];
-      if (st.is_string()) s.stop.push_back(st.get<std::string>());
-      else if (st.is_array() && st.size() <= 4) {
-        for (const auto& x : st) {
-          if (!x.is_string()) throw bad_request("invalid type for 'stop': expected a string or an array of up to 4 strings", "stop");
-          s.stop.push_back(x.get<std::string>());
-        }
-      } else {
-        throw bad_request("invalid type for 'stop': expected a string or an array of up to 4 strings", "stop");
-      }
-    }
-    return s;
+  RequestLimits limits() const {
+    RequestLimits l;
+    l.model_name = opt_.model_name;
+    l.max_tokens = opt_.max_tokens_limit;
+    l.max_n = opt_.max_n;
+    l.max_prompt_tokens = opt_.max_prompt_tokens;
+    return l;
   }
 
-  // Prompts as token id lists.
-  std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat) {
-    std::vector<std::vector<int32_t>> out;
-    auto text_ids = [&](const std::string& t) {
-      if (!sy_engine_has_tokenizer(engine_)) throw bad_request("this model has no tokenizer: send token ids", "prompt");
-      std::vector<int32_t> ids(t.size() + 8);
-      int32_t n = 0;
-      if (sy_tokenize(engine_, t.c_str(), 1, ids.data(), static_cast<int32_t>(ids.size()), &n) != SY_API_OK)
-        throw bad_request(sy_last_error(), "prompt");
-      ids.resize(static_cast<size_t>(n));
-      return ids;
-    };
-    if (chat) {
-      if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-        throw bad_request("'messages' must be a non-empty array", "messages");
-      // A plain template: the model was not tuned for chat, so the
-      // conversation is given as text and the model continues it.
-      std::string text;
-      for (const auto& m : body["messages"]) {
-        if (!m.is_object() || !m.contains("content") || !m["content"].is_string())
-          throw bad_request("each message needs a string 'content'", "messages");
-        std::string role = m.value("role", "user");
-        text += (text.empty() ? "" : "\n") + m["content"].get<std::string>();
-        (void)role;
-      }
-      if (text.empty()) throw bad_request("the messages are empty", "messages");
-      out.push_back(text_ids(text));
-      return out;
-    }
-    if (!body.contains("prompt")) throw bad_request("'prompt' is required", "prompt");
-    const json& p = body["prompt"];
-    auto ids_of = [&](const json& arr) {
-      std::vector<int32_t> ids;
-      for (const auto& x : arr) {
-        if (!x.is_number_integer()) throw bad_request("invalid type for 'prompt': token ids must be integers", "prompt");
-        ids.push_back(x.get<int32_t>());
-      }
-      return ids;
-    };
-    if (p.is_string()) {
-      out.push_back(text_ids(p.get<std::string>()));
-    } else if (p.is_array() && !p.empty() && p[0].is_string()) {
-      for (const auto& x : p) {
-        if (!x.is_string()) throw bad_request("invalid type for 'prompt': mixed array", "prompt");
-        out.push_back(text_ids(x.get<std::string>()));
-      }
-    } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
-      out.push_back(ids_of(p));
-    } else if (p.is_array() && !p.empty() && p[0].is_array()) {
-      for (const auto& x : p) out.push_back(ids_of(x));
-    } else {
-      throw bad_request("invalid type for 'prompt': expected a string, an array of strings, or token ids", "prompt");
-    }
-    for (const auto& ids : out) {
-      if (ids.empty() || (ids.size() == 1 && p.is_string() && p.get<std::string>().empty()))
-        throw bad_request("the prompt is empty", "prompt");
-      if (static_cast<int>(ids.size()) > opt_.max_prompt_tokens)
-        throw bad_request("This model's maximum prompt length is " + std::to_string(opt_.max_prompt_tokens) + " tokens. However, you requested " +
-                              std::to_string(ids.size()) + " tokens.",
-                          "prompt", "context_length_exceeded");
-    }
-    return out;
+  std::vector<int32_t> tokenize(const std::string& text) {
+    if (!sy_engine_has_tokenizer(engine_)) throw bad_request("this model has no tokenizer: send token ids", "prompt");
+    std::vector<int32_t> ids(text.size() + 8);
+    int32_t n = 0;
+    if (sy_tokenize(engine_, text.c_str(), 1, ids.data(), static_cast<int32_t>(ids.size()), &n) != SY_API_OK)
+      throw bad_request(sy_last_error(), "prompt");
+    ids.resize(static_cast<size_t>(n));
+    return ids;
   }
 
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
-    json body;
+    ParsedRequest parsed;
     try {
-      body = json::parse(req.body);
-    } catch (const std::exception& e) {
-      return send_error(res, bad_request(std::string("the body is not valid JSON: ") + e.what()));
-    }
-    std::vector<std::vector<int32_t>> prompts;
-    Sampling s;
-    try {
-      if (!body.is_object()) throw bad_request("the body must be a JSON object");
-      if (body.contains("model") && !body["model"].is_string()) throw bad_request("invalid type for 'model': expected a string", "model");
-      std::string model = body.value("model", opt_.model_name);
-      if (model != opt_.model_name)
-        throw ApiError{404, "The model '" + model + "' does not exist; this server serves '" + opt_.model_name + "'", "invalid_request_error", "model", "model_not_found"};
-      s = parse_sampling(body);
-      prompts = parse_prompts(body, chat);
+      parsed = parse_request(req.body, chat, limits(), [this](const std::string& text) { return tokenize(text); });
     } catch (const ApiError& e) {
       return send_error(res, e);
     }
+    const Sampling& s = parsed.sampling;
+    const auto& prompts = parsed.prompts;
     auto c = std::make_shared<Completion>();
     c->stats = &stats_;
     std::vector<sy_request*> reqs;
