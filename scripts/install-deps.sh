@@ -15,10 +15,14 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 if [ "${1:-}" = "--tests" ]; then
-  python3 -c "import onnx, onnxruntime, numpy" 2>/dev/null ||
+  python3 -c "import onnx, onnxruntime, onnx_ir, numpy" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check onnx onnxruntime onnx_ir numpy
   python3 -c "import openai, pytest" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check openai pytest
+  # The fuzzers (scripts/fuzz.sh) build with clang's libFuzzer.
+  for p in clang-14 libclang-rt-14-dev; do
+    dpkg -s "$p" >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $p >/dev/null; }
+  done
   # Headless Chromium renders the benchmark report in a test.
   command -v chromium >/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; }
 fi

@@ -68,6 +68,9 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
   mo.max_context = config.max_context;
   mo.executor.forbidden_providers = config.kernels.forbid;
   mo.executor.pinned_providers = config.kernels.pin;
+  mo.import.max_file_bytes = config.limits.max_model_bytes;
+  mo.import.max_tensors = config.limits.max_tensors;
+  mo.import.max_graph_depth = config.limits.max_graph_depth;
   s->model_ = DecoderModel::load(config.model, s->kernels_, s->threads_.get(), mo, pass_ptrs, &s->report_);
   DecoderModel& m = *s->model_;
   if (s->cache_) {
@@ -83,10 +86,20 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     cc.device = SY_DEVICE_CPU;
     cc.block_size = 16;
     s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->threads_.get());
+    {
+      // The KV storage the cache manager took, against limits.max_kv_mb.
+      sy_tensor k = s->cache_manager_->storage(0).first;
+      int64_t per_layer = static_cast<int64_t>(dtype_size(static_cast<DType>(k.dtype)));
+      for (int32_t i = 0; i < k.rank; ++i) per_layer *= k.dims[i];
+      const int64_t total_mb = 2 * per_layer * cc.num_layers / (1024 * 1024);
+      SY_CHECK(config.limits.max_kv_mb <= 0 || total_mb <= config.limits.max_kv_mb,
+               s->cache_->entry->label() << " holds " << total_mb << " MiB of KV storage, over the limit of " << config.limits.max_kv_mb
+                                         << " MiB (limits.max_kv_mb)");
+    }
     if (s->scheduler_)
       s->scheduler_instance_ = std::make_unique<PluginScheduler>(*s->scheduler_->entry, s->scheduler_->options, s->threads_.get());
     s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_, s->scheduler_instance_.get(),
-                                                   StepEngineOptions{config.max_batch_tokens, config.max_seqs});
+                                                   StepEngineOptions{config.max_batch_tokens, config.max_seqs, config.limits.max_prompt_tokens, config.limits.max_queue});
     if (s->drafter_) {
       const ComponentEntry& e = *s->drafter_->entry;
       const OptionValues& o = s->drafter_->options;

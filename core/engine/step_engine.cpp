@@ -61,6 +61,8 @@ double StepEngine::now_ms() const {
 
 void StepEngine::validate(const GenerationRequest& r) const {
   model_.check_prompt(r.prompt);
+  SY_CHECK(options_.max_prompt_tokens <= 0 || static_cast<int64_t>(r.prompt.size()) <= options_.max_prompt_tokens,
+           "the prompt has " << r.prompt.size() << " tokens, over the limit of " << options_.max_prompt_tokens << " (limits.max_prompt_tokens)");
   SY_CHECK(r.max_tokens >= 0, "max_tokens must be >= 0, got " << r.max_tokens);
   SY_CHECK(r.timeout_ms >= 0, "timeout_ms must be >= 0");
   Sampler check(r.sampling);  // throws for bad sampling parameters
@@ -80,6 +82,11 @@ uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callback
   {
     std::lock_guard<std::mutex> lock(mu_);
     SY_CHECK(!stop_, "the engine is shutting down");
+    // Every submitted request ends in finish(), which counts it under mu_.
+    const int64_t queued = submitted_ - (metrics_.finished + metrics_.cancelled + metrics_.failed);
+    SY_CHECK(options_.max_queue <= 0 || queued < options_.max_queue,
+             "the engine has " << queued << " requests queued or running, the limit (limits.max_queue) is " << options_.max_queue);
+    ++submitted_;
     id = s->id = next_id_++;
     incoming_.push_back(std::move(s));
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
@@ -483,8 +490,17 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
     std::vector<int32_t> d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q);
     if (d.empty()) continue;
     if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
-    for (int32_t t : d)
-      SY_CHECK(t >= 0 && (model_.vocab_size() < 0 || t < model_.vocab_size()), "drafter proposed token id " << t << ", outside the vocabulary");
+    // A drafter is a plugin: its proposals are input like any other. An id
+    // outside the vocabulary would index past the embedding table; the draft
+    // is dropped and the sequence decodes normally (outputs unchanged).
+    auto bad = std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || (model_.vocab_size() >= 0 && t >= model_.vocab_size()); });
+    if (bad != d.end()) {
+      std::lock_guard<std::mutex> mlock(mu_);
+      ++metrics_.spec_invalid_drafts;
+      metrics_.spec_last_invalid = "drafter proposed token id " + std::to_string(*bad) + ", outside the vocabulary of " +
+                                   std::to_string(model_.vocab_size()) + "; draft dropped";
+      continue;
+    }
     SY_CHECK(q.empty() || q.size() >= d.size(), "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
     if (!cache_.allocate(s->id, static_cast<int32_t>(d.size()))) continue;  // no room: decode without drafts
     s->drafts = d;

@@ -30,6 +30,8 @@ namespace sy {
 struct StepEngineOptions {
   int max_batch_tokens = 512;  // tokens per forward pass (the schedulers' token budget)
   int max_seqs = 64;           // sequences per forward pass
+  int64_t max_prompt_tokens = 0;  // 0: the model's context
+  int64_t max_queue = 0;          // requests waiting or running at once (0: no limit)
 };
 
 struct StepEngineMetrics {
@@ -44,6 +46,10 @@ struct StepEngineMetrics {
   // Speculative decoding (vLLM's names): drafts, proposed and accepted tokens,
   // accepted tokens by draft position.
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // Drafts dropped because the drafter proposed a token id outside the
+  // vocabulary: that sequence decodes without speculation for the step.
+  int64_t spec_invalid_drafts = 0;
+  std::string spec_last_invalid;  // what the last dropped draft held, for logs and tests
   std::vector<int64_t> spec_accepted_per_pos;
   double spec_acceptance_rate() const { return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0; }
   // 1 + accepted / drafts: tokens emitted per verification step.
@@ -144,6 +150,7 @@ class StepEngine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Seq>> incoming_;
+  int64_t submitted_ = 0;  // under mu_
   std::vector<uint64_t> cancel_requests_;
   StepEngineMetrics metrics_;
   bool recording_ = false;

@@ -293,6 +293,10 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, 
     return id;
   };
 
+  const int64_t tensors = static_cast<int64_t>(gp->initializer_size()) + gp->node_size();
+  SY_CHECK(options.max_tensors == 0 || tensors <= options.max_tensors,
+           label << ": the model has " << gp->initializer_size() << " initializers and " << gp->node_size() << " nodes, over the limit of "
+                 << options.max_tensors << " (limits.max_tensors)");
   for (auto& init : *gp->mutable_initializer()) {
     SY_CHECK(!by_name.count(init.name()), label << ": initializer '" << init.name() << "' is defined twice");
     ValueId id = value_for(init.name());
@@ -335,7 +339,20 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, 
   }
   // A node input nobody produces (a missing graph input) is reported by
   // topological_order() with the node and value names.
-  (void)g.topological_order();
+  std::vector<NodeId> order = g.topological_order();
+  if (options.max_graph_depth > 0) {
+    std::vector<NodeId> producer = g.producers();
+    std::vector<int64_t> depth(g.nodes.size(), 0);
+    for (NodeId n : order) {
+      int64_t d = 0;
+      for (ValueId v : g.nodes[static_cast<size_t>(n)].inputs)
+        if (v != kNoValue && producer[static_cast<size_t>(v)] >= 0) d = std::max(d, depth[static_cast<size_t>(producer[static_cast<size_t>(v)])]);
+      depth[static_cast<size_t>(n)] = d + 1;
+      SY_CHECK(d + 1 <= options.max_graph_depth, label << ": node '" << g.nodes[static_cast<size_t>(n)].name << "' is " << d + 1
+                                                      << " nodes deep, over the limit of " << options.max_graph_depth
+                                                      << " (limits.max_graph_depth)");
+    }
+  }
   return g;
 }
 

@@ -11,8 +11,10 @@ namespace sy {
 struct ImportOptions {
   bool run_checker = true;
   bool infer_shapes = true;
-  // Limits against hostile files (bytes). 0 = no limit.
-  uint64_t max_file_bytes = 0;
+  // Limits against hostile files. 0 = no limit.
+  uint64_t max_file_bytes = 0;   // the .onnx file (external data is checked against its own file size)
+  int64_t max_tensors = 0;       // initializers plus nodes
+  int64_t max_graph_depth = 0;   // longest chain of nodes from an input to an output
 };
 
 // Throws sy::Error naming the file and the problem: unreadable or truncated

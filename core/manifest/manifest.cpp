@@ -22,7 +22,7 @@ namespace {
 
 const std::set<std::string> kSectionKeys = {"model", "tokenizer", "plugins", "passes", "kernels", "scheduler",
                                             "cache", "drafter", "threads", "max_context", "simplify",
-                                            "max_batch_tokens", "max_seqs"};
+                                            "max_batch_tokens", "max_seqs", "limits"};
 
 struct Ctx {
   const std::string& file;
@@ -137,6 +137,23 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   if (const auto& n = sec["simplify"]) cfg.simplify = boolean(c, n, key("simplify"));
   if (const auto& n = sec["max_batch_tokens"]) cfg.max_batch_tokens = number<int>(c, n, key("max_batch_tokens"));
   if (const auto& n = sec["max_seqs"]) cfg.max_seqs = number<int>(c, n, key("max_seqs"));
+  if (const auto& n = sec["limits"]) {
+    SY_CHECK(n.IsMap(), c.at(n, key("limits")) << ": expected a map of limit: number");
+    check_keys(c, n, {"max_model_bytes", "max_tensors", "max_graph_depth", "max_prompt_tokens", "max_kv_mb", "max_queue"}, key("limits"));
+    auto limit = [&](const char* name, auto& field) {
+      if (const auto& v = n[name]) {
+        int64_t x = number<int64_t>(c, v, key("limits") + "." + name);
+        SY_CHECK(x >= 0, c.at(v, key("limits") + "." + name) << ": must be >= 0, got " << x);
+        field = static_cast<std::decay_t<decltype(field)>>(x);
+      }
+    };
+    limit("max_model_bytes", cfg.limits.max_model_bytes);
+    limit("max_tensors", cfg.limits.max_tensors);
+    limit("max_graph_depth", cfg.limits.max_graph_depth);
+    limit("max_prompt_tokens", cfg.limits.max_prompt_tokens);
+    limit("max_kv_mb", cfg.limits.max_kv_mb);
+    limit("max_queue", cfg.limits.max_queue);
+  }
   if (const auto& n = sec["plugins"]) {
     SY_CHECK(n.IsSequence(), c.at(n, key("plugins")) << ": expected a list");
     cfg.plugins.clear();

@@ -32,6 +32,17 @@ struct KernelPolicy {
   std::map<std::string, std::string> pin;   // op type -> the only provider allowed
 };
 
+// Resource limits (manifest `limits:`), refused with an error naming the
+// limit. Defaults are generous for real models and finite for hostile ones.
+struct ResourceLimits {
+  uint64_t max_model_bytes = uint64_t{64} << 30;  // the .onnx file
+  int64_t max_tensors = 1'000'000;                // initializers plus nodes
+  int64_t max_graph_depth = 100'000;              // longest node chain
+  int64_t max_prompt_tokens = 0;                  // 0: the model's context
+  int64_t max_kv_mb = 64 * 1024;                  // the cache manager's KV storage
+  int64_t max_queue = 4096;                       // requests waiting or running in the step engine
+};
+
 struct EngineConfig {
   std::string manifest_path;
   std::string profile;  // "" = the top level
@@ -46,6 +57,7 @@ struct EngineConfig {
   int max_batch_tokens = 512;  // step engine: tokens per forward pass
   int max_seqs = 64;           // step engine: sequences per forward pass
   bool simplify = true;
+  ResourceLimits limits;
 };
 
 class Manifest {

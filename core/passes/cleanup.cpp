@@ -9,7 +9,7 @@ namespace {
 // (inference), Cast to the same type, Expand/Tile/Reshape that do not change
 // a statically known shape.
 bool is_noop(const Graph& g, const Node& n) {
-  if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] == kNoValue) return false;
+  if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
   const Value& x = g.values[static_cast<size_t>(n.inputs[0])];
   auto const_input = [&](size_t i) -> const Tensor* {
     if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return nullptr;

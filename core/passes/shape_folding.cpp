@@ -16,6 +16,8 @@ class ShapeFoldingPass : public GraphPass {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       Node& n = g.nodes[i];
       if (n.dead || !n.domain.empty()) continue;
+      // Models newer than the ONNX schemas skip the checker: arity is not guaranteed.
+      if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.size() != 1 || n.outputs[0] == kNoValue) continue;
       if (n.op_type == "Shape") {
         const Value& x = g.values[static_cast<size_t>(n.inputs[0])];
         if (!x.has_static_shape()) continue;
@@ -26,12 +28,13 @@ class ShapeFoldingPass : public GraphPass {
         for (int64_t d = b; d < e; ++d) dims.push_back((*x.shape)[static_cast<size_t>(d)].value);
         fold(g, n, Tensor::from<int64_t>(Shape{static_cast<int64_t>(dims.size())}, std::span<const int64_t>(dims)));
         changed = true;
-      } else if (n.op_type == "Gather" && n.inputs.size() == 2) {
+      } else if (n.op_type == "Gather" && n.inputs.size() == 2 && n.inputs[1] != kNoValue) {
         NodeId p = prod[static_cast<size_t>(n.inputs[0])];
         const Value& idx = g.values[static_cast<size_t>(n.inputs[1])];
         if (p < 0 || !idx.constant || idx.constant->numel() != 1) continue;
         const Node& shape_node = g.nodes[static_cast<size_t>(p)];
-        if (shape_node.op_type != "Shape" || !shape_node.domain.empty() || shape_node.attr("start") || shape_node.attr("end"))
+        if (shape_node.op_type != "Shape" || !shape_node.domain.empty() || shape_node.attr("start") || shape_node.attr("end") ||
+            shape_node.inputs.empty() || shape_node.inputs[0] == kNoValue)
           continue;
         const Value& x = g.values[static_cast<size_t>(shape_node.inputs[0])];
         if (!x.shape) continue;

@@ -38,6 +38,12 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, cons
   std::shared_ptr<PluginLibrary> p(new PluginLibrary());
   p->path_ = path;
   SY_CHECK(std::filesystem::exists(path), "plugin " << path << ": no such file");
+  // Devices (/dev/zero), FIFOs and directories would be read forever or fail
+  // obscurely in dlopen: a plugin is a regular file of bounded size.
+  std::error_code ec;
+  SY_CHECK(std::filesystem::is_regular_file(path, ec), "plugin " << path << ": not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  SY_CHECK(!ec && size <= (uintmax_t{1} << 30), "plugin " << path << ": larger than 1 GiB");
   p->sha256_ = sha256_file(path);
   if (sha256) {
     std::string want = *sha256;

@@ -45,7 +45,7 @@ using onnx::TensorProto;
 class Builder {
  public:
   Builder(const SynthConfig& c, uint64_t seed, std::ofstream* ext, const std::string& ext_name)
-      : c_(c), state_(seed * 0x9e3779b97f4a7c15ull + 1), ext_(ext), ext_name_(ext_name) {
+      : state_(seed * 0x9e3779b97f4a7c15ull + 1), ext_(ext), ext_name_(ext_name) {
     g_ = model_.mutable_graph();
     g_->set_name("synth_" + c.name);
   }
@@ -163,7 +163,6 @@ class Builder {
     }
   }
 
-  const SynthConfig& c_;
   uint64_t state_;
   std::ofstream* ext_;
   std::string ext_name_;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <queue>
 #include <sstream>
 
 #include "base/error.h"
@@ -92,22 +93,58 @@ std::vector<int> Llama2cTokenizer::encode(const std::string& text, bool bos, boo
     }
     i += len;
   }
-  size_t first = bos ? 1 : 0;
-  for (;;) {
-    float best = -1e30f;
-    int best_id = -1;
-    size_t best_at = 0;
-    for (size_t i = first; i + 1 < tokens.size(); ++i) {
-      int id = lookup(pieces_[static_cast<size_t>(tokens[i])] + pieces_[static_cast<size_t>(tokens[i + 1])]);
-      if (id >= 0 && scores_[static_cast<size_t>(id)] > best) {
-        best = scores_[static_cast<size_t>(id)];
-        best_id = id;
-        best_at = i;
-      }
+  // BPE: repeatedly merge the adjacent pair whose merged piece scores
+  // highest (the leftmost among equals), as run.c does. run.c rescans the
+  // whole sequence per merge, O(n^2) - minutes for a long prompt. Here the
+  // candidate pairs sit in a heap over a linked list of symbols; entries made
+  // stale by a merge are skipped when popped. Same merges, same order.
+  const size_t first = bos ? 1 : 0;
+  const size_t n = tokens.size() - first;
+  if (n >= 2) {
+    struct Sym {
+      int id, prev, next;
+      uint32_t version;
+    };
+    std::vector<Sym> sym(n);
+    for (size_t i = 0; i < n; ++i)
+      sym[i] = {tokens[first + i], static_cast<int>(i) - 1, i + 1 < n ? static_cast<int>(i + 1) : -1, 0};
+    struct Pair {
+      float score;
+      int left, right, merged;
+      uint32_t vleft, vright;
+    };
+    auto worse = [](const Pair& a, const Pair& b) { return a.score != b.score ? a.score < b.score : a.left > b.left; };
+    std::priority_queue<Pair, std::vector<Pair>, decltype(worse)> heap(worse);
+    std::string joined;
+    auto consider = [&](int l, int r) {
+      if (l < 0 || r < 0) return;
+      joined = pieces_[static_cast<size_t>(sym[static_cast<size_t>(l)].id)];
+      joined += pieces_[static_cast<size_t>(sym[static_cast<size_t>(r)].id)];
+      int id = lookup(joined);
+      if (id < 0) return;
+      float score = scores_[static_cast<size_t>(id)];
+      if (!(score > -1e30f)) return;  // run.c never picks these (and NaN would break the heap order)
+      heap.push({score, l, r, id, sym[static_cast<size_t>(l)].version, sym[static_cast<size_t>(r)].version});
+    };
+    for (size_t i = 0; i + 1 < n; ++i) consider(static_cast<int>(i), static_cast<int>(i + 1));
+    std::vector<bool> alive(n, true);
+    while (!heap.empty()) {
+      Pair p = heap.top();
+      heap.pop();
+      Sym& l = sym[static_cast<size_t>(p.left)];
+      if (!alive[static_cast<size_t>(p.left)] || !alive[static_cast<size_t>(p.right)] || l.next != p.right || l.version != p.vleft ||
+          sym[static_cast<size_t>(p.right)].version != p.vright)
+        continue;
+      l.id = p.merged;
+      ++l.version;
+      alive[static_cast<size_t>(p.right)] = false;
+      l.next = sym[static_cast<size_t>(p.right)].next;
+      if (l.next >= 0) sym[static_cast<size_t>(l.next)].prev = p.left;
+      consider(l.prev, p.left);
+      consider(p.left, l.next);
     }
-    if (best_id < 0) break;
-    tokens[best_at] = best_id;
-    tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+    tokens.resize(first);
+    for (int i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) tokens.push_back(sym[static_cast<size_t>(i)].id);
   }
   if (eos) tokens.push_back(kEos);
   return tokens;

@@ -7,6 +7,9 @@
 #include <string>
 #include <gtest/gtest.h>
 
+// The message contains the needle (printed in full when it does not).
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
 namespace sy::test {
 
 inline std::string shared_dir() {

@@ -13,7 +13,6 @@ namespace sy {
 namespace {
 
 using test::error_of;
-#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(Manifest, ProfilesOverrideKeysAndPathsAreRelative) {
   Manifest m = Manifest::parse(

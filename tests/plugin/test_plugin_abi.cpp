@@ -23,7 +23,6 @@ struct Host {
 
 using test::error_of;
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 EngineConfig config_with(const std::vector<std::string>& plugins, const std::vector<std::string>& passes) {
   EngineConfig c;

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes the small seed inputs of the fuzzers into corpus/ (committed; rerun
+only to change them). ONNX seeds are tiny single-op and two-op models with
+the shapes the importer's checks care about; tokenizer seeds are small
+llama2.c tokenizer files followed by the 0xFF 0xFE marker and a text; request
+seeds are OpenAI bodies. Manifest seeds are copies of the example manifests."""
+import json
+import os
+import shutil
+import struct
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+here = os.path.dirname(os.path.abspath(__file__))
+corpus = os.path.join(here, "corpus")
+
+
+def save(model, name):
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(corpus, "onnx", name))
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "seed", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+save(model([helper.make_node("Add", ["a", "b"], ["y"])], [f32("a", [2, 3]), f32("b", [3])], [f32("y", [2, 3])]), "add.onnx")
+w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+save(model([helper.make_node("MatMul", ["x", "w"], ["y"])], [f32("x", ["batch", 3])], [f32("y", ["batch", 4])], [w]), "matmul.onnx")
+shape = numpy_helper.from_array(np.array([0, -1], dtype=np.int64), "shape")
+save(model([helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=-1)],
+           [f32("x", [1, 2, 3])], [f32("y", [1, 6])], [shape]), "reshape_softmax.onnx")
+table = numpy_helper.from_array(np.ones((8, 4), dtype=np.float32), "table")
+save(model([helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
+           [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, "seq"])], [f32("y", [1, "seq", 4])], [table]), "gather.onnx")
+c = numpy_helper.from_array(np.array([2.0], dtype=np.float32), "c")
+save(model([helper.make_node("Mul", ["c", "c"], ["cc"]), helper.make_node("Div", ["x", "cc"], ["y"])],
+           [f32("x", [4])], [f32("y", [4])], [c]), "fold.onnx")
+save(model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["y"],
+                                                                        value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]))],
+           [f32("x", [2, 2])], [f32("y", [2, 2])]), "constant_of_shape.onnx")
+save(model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), helper.make_node("ReduceMean", ["t"], ["y"], axes=[1], keepdims=0)],
+           [f32("x", [3, 5])], [f32("y", [5])]), "transpose_reduce.onnx")
+ext = helper.make_tensor("big", TensorProto.FLOAT, [4], [0.0] * 4)
+ext.ClearField("float_data")
+ext.data_location = TensorProto.EXTERNAL
+ext.external_data.add(key="location", value="weights.bin")
+ext.external_data.add(key="length", value="16")
+m = model([helper.make_node("Add", ["x", "big"], ["y"])], [f32("x", [4])], [f32("y", [4])], [ext])
+onnx.save(m, os.path.join(corpus, "onnx", "external.onnx"))
+
+
+def tokenizer_bytes(pieces):
+    out = struct.pack("<i", max(len(p) for p in pieces))
+    for i, p in enumerate(pieces):
+        b = p.encode()
+        out += struct.pack("<fi", -float(i), len(b)) + b
+    return out
+
+
+pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)] + [" ", "a", "b", "ab", " a", "the", " the", "e", "t", "h"]
+for name, text in (("basic", "the ab a"), ("bytes", "h\u00e9llo \u2603"), ("empty", "")):
+    with open(os.path.join(corpus, "tokenizer", name + ".bin"), "wb") as f:
+        f.write(tokenizer_bytes(pieces) + b"\xff\xfe" + text.encode())
+with open(os.path.join(corpus, "tokenizer", "text_only.txt"), "wb") as f:
+    f.write("Once upon a time, there was a little girl named Lily.".encode())
+
+requests = [
+    (0, {"model": "stories260K", "prompt": "Once upon a time", "max_tokens": 16}),
+    (0, {"prompt": [1, 403, 407], "max_tokens": 8, "temperature": 0, "stop": ["\n", "."], "n": 2, "seed": 7}),
+    (0, {"prompt": ["a", "b"], "stream": True, "top_p": 0.9}),
+    (0, {"prompt": [[1, 2], [1, 3, 4]], "max_completion_tokens": 4}),
+    (1, {"model": "stories260K", "messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 32}),
+    (1, {"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}], "stop": "z"}),
+]
+for i, (chat, body) in enumerate(requests):
+    with open(os.path.join(corpus, "request", "%d.json" % i), "wb") as f:
+        f.write(bytes([chat]) + json.dumps(body).encode())
+
+for name in ("stories.yaml", "quantize.yaml", "speculative.yaml", "synth.yaml"):
+    shutil.copy(os.path.join(here, "..", "..", "examples", "manifests", name), os.path.join(corpus, "manifest", name))
+print("seeds written to", corpus)

@@ -1,0 +1,210 @@
+// A plugin that misbehaves on purpose, for the fault-injection tests
+// (tests/plugin/test_fault_injection.cpp). Everything is real: a .so loaded
+// through the ABI, its components chosen by the manifest.
+//   pass "fault-wrap"        moves every Sigmoid onto fault::Sigmoid (exact),
+//                            the first one (layer 0) failing on its Nth call
+//                            and/or sleeping on each call; option fail: the
+//                            pass itself fails
+//   cache "refusing-paged"   a paged cache that refuses to grow a sequence past
+//                            max_tokens_per_seq
+//   drafter "bad-drafter"    proposes token ids outside any vocabulary
+#include <switchyard/plugin.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "block_cache.h"
+
+namespace {
+
+using sy::plugin::Error;
+using sy::plugin::guard;
+using sy::plugin::Options;
+
+struct FaultWrap {
+  static bool run(sy::plugin::GraphRef& g, const Options& o) {
+    const int64_t fail_on = o.get_int("fail_on_call"), delay = o.get_int("delay_ms");
+    int wrapped = 0;
+    const int32_t count = g.node_count();
+    for (sy_node_id n = 0; n < count; ++n) {
+      if (!g.is(n, "Sigmoid")) continue;
+      std::vector<sy_value_id> out;
+      sy_node_id f = g.add_node("fault", "Sigmoid", g.name(n) + "_fault", {g.input(n, 0)}, out);
+      if (wrapped == 0) {
+        g.set_attr(f, "fail_on_call", fail_on);
+        g.set_attr(f, "delay_ms", delay);
+      }
+      g.set_type(out[0], SY_DTYPE_FLOAT32, g.value_shape(g.output(n, 0)));
+      g.replace_all_uses(g.output(n, 0), out[0]);
+      g.remove_node(n);
+      ++wrapped;
+    }
+    // Fails after having rewritten the graph: the host must not run it.
+    if (o.get_bool("fail")) throw Error("fault-wrap: failing after rewriting " + std::to_string(wrapped) + " nodes, as configured");
+    return wrapped > 0;
+  }
+};
+
+class FaultySigmoid {
+ public:
+  explicit FaultySigmoid(const sy::plugin::NodeRef& n)
+      : fail_on_(n.graph.attr_int(n.node, "fail_on_call").value_or(0)), delay_ms_(n.graph.attr_int(n.node, "delay_ms").value_or(0)) {}
+  void compute(sy::plugin::KernelIO& io) {
+    ++calls_;
+    if (fail_on_ > 0 && calls_ == fail_on_)
+      throw Error("fault injection: fault::Sigmoid failed on call " + std::to_string(calls_) + " as configured", SY_ERROR);
+    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+    auto x = io.input(0);
+    auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, x.dims());
+    const float* a = x.data<float>();
+    float* b = y.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) b[i] = 1.f / (1.f + std::exp(-a[i]));
+  }
+
+ private:
+  int64_t fail_on_, delay_ms_, calls_ = 0;
+};
+
+// ---- refusing-paged: BlockCache with a per-sequence token ceiling
+
+struct RefusingCache {
+  std::unique_ptr<sy_cache::BlockCache> cache;
+  std::vector<int64_t> dims;
+  int32_t max_tokens;
+  std::map<uint64_t, int32_t> held;
+};
+RefusingCache& rc(void* s) { return *static_cast<RefusingCache*>(s); }
+
+sy_status rc_create(void*, const sy_cache_config* c, const sy_options* o, void** out) {
+  return guard([&] {
+    Options opts(o);
+    sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, static_cast<int32_t>(opts.get_int("block_size")), opts.get_int("num_blocks"), false};
+    auto s = std::make_unique<RefusingCache>();
+    s->cache = std::make_unique<sy_cache::BlockCache>(cfg, sy::plugin::host());
+    s->dims = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim};
+    s->max_tokens = static_cast<int32_t>(opts.get_int("max_tokens_per_seq"));
+    *out = s.release();
+  });
+}
+sy_status rc_allocate(void* s, uint64_t seq, int32_t n) {
+  RefusingCache& c = rc(s);
+  if (c.held[seq] + n > c.max_tokens) {
+    sy::plugin::host()->set_error(("refusing-paged: sequence would hold " + std::to_string(c.held[seq] + n) + " tokens, over the configured " +
+                                   std::to_string(c.max_tokens))
+                                      .c_str());
+    return SY_OUT_OF_MEMORY;
+  }
+  bool ok = false;
+  sy_status st = guard([&] { ok = c.cache->allocate(seq, n); });
+  if (st != SY_OK) return st;
+  if (!ok) return SY_OUT_OF_MEMORY;
+  c.held[seq] += n;
+  return SY_OK;
+}
+sy_status rc_match(void* s, uint64_t seq, const int32_t* t, int32_t n, int32_t* cached) {
+  return guard([&] { rc(s).held[seq] += (*cached = rc(s).cache->match_prefix(seq, t, n)); });
+}
+sy_status rc_commit(void* s, uint64_t seq, const int32_t* t, int32_t n) { return guard([&] { rc(s).cache->commit(seq, t, n); }); }
+sy_status rc_truncate(void* s, uint64_t seq, int32_t len) {
+  return guard([&] {
+    rc(s).cache->truncate(seq, len);
+    rc(s).held[seq] = std::min(rc(s).held[seq], len);
+  });
+}
+sy_status rc_fork(void* s, uint64_t p, uint64_t c) {
+  return guard([&] {
+    rc(s).cache->fork(p, c);
+    rc(s).held[c] = rc(s).held[p];
+  });
+}
+sy_status rc_release(void* s, uint64_t seq) {
+  return guard([&] {
+    rc(s).cache->release(seq);
+    rc(s).held.erase(seq);
+  });
+}
+sy_status rc_table(void* s, uint64_t seq, const int32_t** blocks, int32_t* n) {
+  return guard([&] {
+    const auto& t = rc(s).cache->table(seq);
+    *blocks = t.data();
+    *n = static_cast<int32_t>(t.size());
+  });
+}
+sy_status rc_storage(void* s, int32_t layer, sy_tensor* k, sy_tensor* v) {
+  return guard([&] {
+    RefusingCache& c = rc(s);
+    *k = sy_tensor{SY_DTYPE_FLOAT32, 4, c.dims.data(), c.cache->keys(layer), SY_DEVICE_CPU, 0};
+    *v = sy_tensor{SY_DTYPE_FLOAT32, 4, c.dims.data(), c.cache->values(layer), SY_DEVICE_CPU, 0};
+  });
+}
+sy_status rc_stats(void* s, sy_cache_stats* out) {
+  return guard([&] {
+    out->total_blocks = static_cast<int32_t>(rc(s).cache->config().num_blocks);
+    out->free_blocks = static_cast<int32_t>(rc(s).cache->free_blocks());
+  });
+}
+void rc_destroy(void* s) { delete static_cast<RefusingCache*>(s); }
+
+// ---- bad-drafter: ids no vocabulary has
+
+sy_status bd_create(void*, const sy_options*, void** state) {
+  *state = nullptr;
+  return SY_OK;
+}
+sy_status bd_propose(void*, uint64_t, const int32_t*, int32_t, int32_t k, int32_t* out, int32_t* count) {
+  const int32_t bad[] = {1 << 30, -7, 2147483647, 5};
+  *count = std::min<int32_t>(k, 4);
+  for (int32_t i = 0; i < *count; ++i) out[i] = bad[i];
+  return SY_OK;
+}
+sy_status bd_accepted(void*, uint64_t, int32_t, int32_t) { return SY_OK; }
+sy_status bd_release(void*, uint64_t) { return SY_OK; }
+void bd_destroy(void*) {}
+
+}  // namespace
+
+SY_PLUGIN(builder) {
+  using sy::plugin::option_bool;
+  using sy::plugin::option_int;
+  builder.info("fault-injection", "1.0.0", "misbehaves on purpose: failing and slow kernels, a failing pass, a refusing cache, a bad drafter");
+  builder.pass<FaultWrap>("fault-wrap", "1.0.0", "moves Sigmoid onto fault::Sigmoid",
+                          {option_int("fail_on_call", "0", "the layer-0 kernel fails on this call (0: never)"),
+                           option_int("delay_ms", "0", "the layer-0 kernel sleeps this long on each call"),
+                           option_bool("fail", "false", "the pass fails after rewriting")});
+  builder.kernel<FaultySigmoid>({"fault_sigmoid", "1.0.0", "fault", "Sigmoid", SY_DEVICE_CPU, {SY_DTYPE_FLOAT32}});
+  sy_cache_desc c{};
+  c.struct_size = sizeof(c);
+  c.name = "refusing-paged";
+  c.version = "1.0.0";
+  c.description = "paged cache refusing to grow a sequence past max_tokens_per_seq";
+  c.options = builder.options({option_int("block_size", "16", "tokens per block"), option_int("num_blocks", "256", "blocks"),
+                               option_int("max_tokens_per_seq", "64", "refuse allocations past this many tokens per sequence")},
+                              c.num_options);
+  c.create = rc_create;
+  c.allocate = rc_allocate;
+  c.match_prefix = rc_match;
+  c.commit = rc_commit;
+  c.truncate = rc_truncate;
+  c.fork = rc_fork;
+  c.release = rc_release;
+  c.block_table = rc_table;
+  c.storage = rc_storage;
+  c.stats = rc_stats;
+  c.destroy = rc_destroy;
+  builder.cache(c);
+  sy_drafter_desc d{};
+  d.struct_size = sizeof(d);
+  d.name = "bad-drafter";
+  d.version = "1.0.0";
+  d.description = "proposes token ids outside any vocabulary";
+  d.options = builder.options({}, d.num_options);
+  d.create = bd_create;
+  d.propose = bd_propose;
+  d.accepted = bd_accepted;
+  d.release = bd_release;
+  d.destroy = bd_destroy;
+  builder.drafter(d);
+}
