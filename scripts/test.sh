@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds Switchyard with AddressSanitizer + UBSan and warnings as errors, and
-# runs the whole test suite. This is what CI runs (.ci/run).
+# What CI runs (.ci/run), warnings as errors throughout:
+#   1. the whole test suite built with AddressSanitizer + UBSan (LeakSanitizer on);
+#   2. the threaded parts built with ThreadSanitizer (scripts/tsan.sh);
+#   3. every fuzzer for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --tests
@@ -9,6 +11,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSWITCHYARD_SANITIZE=ON -DSWITCHYARD_WERROR=ON -DSWITCHYARD_BUILD_BENCHMARKS=OFF \
   -DPython3_EXECUTABLE="$(command -v python3)"
 cmake --build "$BUILD" -j2
-cd "$BUILD"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j2
+(cd "$BUILD" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j2)
+scripts/tsan.sh
+scripts/fuzz.sh "${FUZZ_SECONDS:-30}"

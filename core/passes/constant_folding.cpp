@@ -36,8 +36,9 @@ class ConstantFoldingPass : public GraphPass {
         kc.pool = pool.get();
         kc.threads = ctx.threads;
         kernel->compute(kc);
-      } catch (const Error& e) {
-        // Leave it for run time, where the same error will name the node.
+      } catch (const std::exception& e) {
+        // Leave it for run time, where the same error will name the node (a
+        // bad attribute type surfaces as std::bad_variant_access: not only sy::Error).
         if (ctx.log) ctx.log("constant folding skipped " + n.display_name() + ": " + e.what());
         continue;
       }

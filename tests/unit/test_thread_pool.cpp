@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include "base/thread_pool.h"
 
@@ -25,6 +28,27 @@ TEST(ThreadPool, NestedCallsRunInline) {
     for (int64_t i = b; i < e; ++i) pool.parallel_for(10, 1, [&](int64_t x, int64_t y) { total += y - x; });
   });
   EXPECT_EQ(total.load(), 80);
+}
+
+}  // namespace
+}  // namespace sy
+
+namespace sy {
+namespace {
+
+// Workers spin for a while after each job, then sleep: back-to-back jobs hit
+// the spinning path, jobs after a pause the sleeping one. Every item must be
+// covered exactly once either way (and TSan sees the hand-offs in CI).
+TEST(ThreadPool, SpinningAndSleepingHandOffsBothCoverEveryItem) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(1000);
+  for (int round = 0; round < 300; ++round) {
+    if (round % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the spin window
+    pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+    });
+  }
+  for (auto& h : hits) ASSERT_EQ(h.load(), 300);
 }
 
 }  // namespace
