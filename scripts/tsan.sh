@@ -12,5 +12,5 @@ cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening t
   switchyard_cache switchyard_scheduler switchyard_speculative sy_test_fault
 cd "$BUILD"
 # halt_on_error: the first race fails the test that hit it.
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+SWITCHYARD_TSAN=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|FaultInjection|Limits|CacheManager|ThreadPool|openai_server"

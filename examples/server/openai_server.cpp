@@ -115,12 +115,8 @@ void on_token(void* user, int32_t, const char* text) {
 void on_finish(void* user, const sy_request_info* info) {
   auto* ch = static_cast<Choice*>(user);
   std::shared_ptr<Completion> c = ch->c;
-  {
-    std::lock_guard<std::mutex> lock(c->mu);
-    Event e{ch->index, "", true, *info, info->error ? info->error : ""};
-    c->events.push_back(e);
-    --c->pending;
-  }
+  // Stats first: once the final event is queued, the HTTP handler may end the
+  // request and a draining server may destroy the stats (found by TSan).
   {
     std::lock_guard<std::mutex> lock(c->stats->mu);
     ++c->stats->success[reason_name(info->finish_reason)];
@@ -130,6 +126,12 @@ void on_finish(void* user, const sy_request_info* info) {
       if (info->completion_tokens > 1)
         c->stats->tpot.observe((info->e2e_ms - info->ttft_ms) / 1000.0 / (info->completion_tokens - 1));
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    Event e{ch->index, "", true, *info, info->error ? info->error : ""};
+    c->events.push_back(e);
+    --c->pending;
   }
   c->cv.notify_all();
   delete ch;  // the last callback of this request

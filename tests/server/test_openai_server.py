@@ -201,7 +201,10 @@ def test_sixty_four_concurrent_streaming_clients(server):
     m = wait_idle(server)
     after = rss_kib(server["proc"].pid)
     print(f"RSS after warm-up {before} KiB, after 64 more streams {after} KiB")
-    assert after - before < 16 * 1024, (before, after)
+    # ThreadSanitizer's shadow memory grows with every new thread and access:
+    # RSS says nothing about leaks there (LeakSanitizer checks them in the ASan build).
+    if not os.environ.get("SWITCHYARD_TSAN"):
+        assert after - before < 16 * 1024, (before, after)
     assert m["switchyard:num_requests_waiting"] == 0
 
 
