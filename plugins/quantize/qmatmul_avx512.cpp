@@ -3,7 +3,7 @@
 // when the CPU has them.
 #include <immintrin.h>
 
-#include "qmatmul.h"
+#include "avx512_common.h"
 
 namespace sy_quant {
 
@@ -30,15 +30,6 @@ struct GroupWalker {
     return _mm512_reduce_add_ps(acc);
   }
 };
-
-inline float dot(const float* a, const float* b, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-  const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-  acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
-  return _mm512_reduce_add_ps(acc);
-}
 
 }  // namespace
 
@@ -67,8 +58,7 @@ void gemv_avx512(const PackedMatrix& w, const float* x, const float* xsum, float
       }
     }
     float acc = walk.finish();
-    const size_t at = static_cast<size_t>(n * w.group_stride);
-    acc += w.negzp.empty() ? -w.symmetric_zero_point * dot(w.scales.data() + at, xsum, w.n_groups) : dot(w.negzp.data() + at, xsum, w.n_groups);
+    acc += zero_point_term(w, n, xsum);
     y[n] = acc;
   }
 }

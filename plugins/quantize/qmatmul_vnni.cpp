@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "qmatmul.h"
+#include "avx512_common.h"
 
 namespace sy_quant {
 
@@ -35,22 +35,6 @@ namespace {
 
 enum class Groups { PerRow, Of32, Pow2 };
 
-// sum_i a[i] * b[i], 16 lanes with a masked tail.
-inline float dot(const float* a, const float* b, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-  const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-  acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
-  return _mm512_reduce_add_ps(acc);
-}
-
-// The zero-point term of row n: sum_g -scale_g * zp_g * group_sum_g.
-inline float zero_point_term(const PackedMatrix& w, int64_t n, const float* group_sum) {
-  const size_t at = static_cast<size_t>(n * w.group_stride);
-  return w.negzp.empty() ? -w.symmetric_zero_point * dot(w.scales.data() + at, group_sum, w.n_groups)
-                         : dot(w.negzp.data() + at, group_sum, w.n_groups);
-}
 
 // The weight-scale vector of 64-element chunk c: lanes 0-7 belong to the
 // chunk's first 32-block, lanes 8-15 to its second.

@@ -1,0 +1,31 @@
+// Helpers shared by the AVX-512 translation units (qmatmul_avx512.cpp,
+// qmatmul_vnni.cpp), both built with -mavx512f. Internal linkage: each unit
+// keeps its own copy, compiled for its own flags.
+#pragma once
+#include <immintrin.h>
+
+#include "qmatmul.h"
+
+namespace sy_quant {
+namespace {
+
+// sum_i a[i] * b[i], 16 lanes with a masked tail.
+inline float dot_avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+  const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+  acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+  return _mm512_reduce_add_ps(acc);
+}
+
+// The zero-point term of row n: sum_g -scale_g * zero_point_g * sums[g], where
+// sums are the activation's per-group sums.
+inline float zero_point_term(const PackedMatrix& w, int64_t n, const float* sums) {
+  const size_t at = static_cast<size_t>(n * w.group_stride);
+  return w.negzp.empty() ? -w.symmetric_zero_point * dot_avx512(w.scales.data() + at, sums, w.n_groups)
+                         : dot_avx512(w.negzp.data() + at, sums, w.n_groups);
+}
+
+}  // namespace
+}  // namespace sy_quant
