@@ -208,6 +208,30 @@ def test_sixty_four_concurrent_streaming_clients(server):
     assert m["switchyard:num_requests_waiting"] == 0
 
 
+def test_ten_million_stop_strings_are_refused_before_the_body_is_read(server):
+    # 10^7 stop strings is a ~50 MB body: the server answers 413 from the
+    # Content-Length alone, quickly, without buffering it; a small body with
+    # too many stop strings gets a 400 naming 'stop'.
+    stops = '"a",' * 10_000_000
+    body = ('{"prompt": "x", "max_tokens": 4, "stop": [' + stops[:-1] + ']}').encode()
+    s = socket.create_connection(("127.0.0.1", server["port"]))
+    t0 = time.time()
+    s.settimeout(10)
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode())
+    try:
+        s.sendall(body)  # the server may close before it has all of it
+    except OSError:
+        pass
+    reply = s.recv(65536).decode(errors="replace")
+    s.close()
+    print(f"413 after {time.time() - t0:.2f} s")
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    assert time.time() - t0 < 5
+    status, out = curl(server, "/v1/completions", {"prompt": STORY, "max_tokens": 4, "stop": ["a"] * 1000})
+    assert status == 400 and json.loads(out)["error"]["param"] == "stop"
+
+
 def test_client_disconnect_cancels_and_frees_the_cache(server):
     aborted = metrics(server)['switchyard:request_success_total{finished_reason="abort"}']
     body = json.dumps({"model": "stories260K", "prompt": STORY, "max_tokens": 500, "temperature": 0, "stream": True})
