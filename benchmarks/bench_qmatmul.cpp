@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "memory_bandwidth.h"
+#include "bench/bench_runner.h"
 #include "qmatmul.h"
 
 using namespace sy_quant;
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--k") && i + 1 < argc) K = std::atoll(argv[++i]);
     if (!std::strcmp(argv[i], "--n") && i + 1 < argc) N = std::atoll(argv[++i]);
   }
-  const double bw = sy::bench::measure_read_bandwidth_gbs(2);
+  const double bw = sy::measure_read_bandwidth_gbs(2);
   std::printf("quantized matmul kernels, W [%lld x %lld], 2 threads; measured read bandwidth %.1f GB/s\n", (long long)K, (long long)N, bw);
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.f, 0.02f);

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "engine_configs.h"
-#include "memory_bandwidth.h"
+#include "bench/bench_runner.h"
 
 namespace {
 
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     }
     // This machine's available bandwidth drifts with its neighbours: measure
     // it next to the run it qualifies.
-    const double bw = sy::bench::measure_read_bandwidth_gbs(threads);
+    const double bw = sy::measure_read_bandwidth_gbs(threads);
     Figures f = run(cfg, decode, prefill, 32000);
     if (scheme == "fp32") fp32_decode = f.decode_tps;
     const double gbs = static_cast<double>(f.weight_bytes) * f.decode_tps / 1e9;

@@ -37,19 +37,31 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
-double measure_memory_bandwidth_gbs() {
-  const size_t bytes = size_t{256} << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
+double measure_read_bandwidth_gbs(int threads) {
+  threads = std::max(1, threads);
+  const size_t bytes = size_t{1} << 30;
+  std::vector<float> buf(bytes / sizeof(float), 1.0f);
+  const size_t n = buf.size(), share = n / static_cast<size_t>(threads);
   double best = 0;
-  for (int i = 0; i < 5; ++i) {
+  volatile float sink = 0;
+  for (int r = 0; r < 5; ++r) {
+    std::vector<float> sums(static_cast<size_t>(threads));
     auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    double s = seconds_since(t0);
-    // A copy reads and writes every byte.
-    best = std::max(best, 2.0 * static_cast<double>(bytes) / s / 1e9);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const float* p = buf.data() + share * static_cast<size_t>(t);
+        float acc[16] = {};
+        for (size_t i = 0; i + 16 <= share; i += 16)
+          for (int j = 0; j < 16; ++j) acc[j] += p[i + j];
+        float s = 0;
+        for (float a : acc) s += a;
+        sums[static_cast<size_t>(t)] = s;
+      });
+    for (auto& th : pool) th.join();
+    best = std::max(best, static_cast<double>(share * static_cast<size_t>(threads) * sizeof(float)) / seconds_since(t0) / 1e9);
+    for (float v : sums) sink = sink + v;
   }
-  volatile char sink = b[bytes / 2];
-  (void)sink;
   return best;
 }
 
@@ -59,7 +71,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
                                   "attention-fusion pass (static batching is the 'static' scheduler)");
   BenchResult r;
   r.profile = profile;
-  r.memory_bandwidth_gbs = measure_memory_bandwidth_gbs();
+  r.memory_bandwidth_gbs = measure_read_bandwidth_gbs(session.threads().size());
   r.weight_bytes = session.report().parameter_bytes;
   r.kv_bytes_per_token = 2 * static_cast<int64_t>(session.model().num_layers()) * session.model().kv_heads() *
                          session.model().head_dim() * static_cast<int64_t>(sizeof(float));

@@ -25,7 +25,7 @@ struct BenchResult {
   // Samples over the run: (seconds, generated tokens so far, KV blocks used).
   std::vector<std::tuple<double, int64_t, int32_t>> timeline;
   StepEngineMetrics engine;
-  double memory_bandwidth_gbs = 0;  // measured in the same run
+  double memory_bandwidth_gbs = 0;  // read bandwidth, measured in the same run with the session's threads
   int64_t weight_bytes = 0;
   int64_t kv_bytes_per_token = 0;
   int32_t total_blocks = 0;
@@ -37,8 +37,10 @@ struct BenchResult {
   int completed = 0, failed = 0;
 };
 
-// Measures host memory bandwidth (GB/s) with large memcpy, best of a few.
-double measure_memory_bandwidth_gbs();
+// Memory-read bandwidth (GB/s), measured the way a decode step reads its
+// weights: `threads` threads each summing their share of a 1 GiB buffer
+// (far past the caches); best of a few runs.
+double measure_read_bandwidth_gbs(int threads);
 
 // `progress`: draw a progress bar on stderr.
 BenchResult run_workload(Session& session, const Workload& w, const std::string& profile, bool progress);

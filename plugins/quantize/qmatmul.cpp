@@ -185,8 +185,17 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
   } else {
     // Decode (one token per sequence, a few sequences): GEMV per token, the
     // tokens of a work item sharing each block of weight rows while it is in cache.
-    std::vector<float> xpad(static_cast<size_t>(M * w.Kp), 0.f), xsum(static_cast<size_t>(M * w.n_groups));
-    std::vector<QuantizedActivation> qa(static_cast<size_t>(M));
+    // Per-thread scratch, reused across calls: no allocation per decode step
+    // once the buffers have grown to the largest matrix. Bound to local
+    // references: a lambda run on a worker names the worker's own copies.
+    thread_local std::vector<float> xpad_storage, xsum_storage;
+    thread_local std::vector<QuantizedActivation> qa_storage;
+    std::vector<float>& xpad = xpad_storage;
+    std::vector<float>& xsum = xsum_storage;
+    std::vector<QuantizedActivation>& qa = qa_storage;
+    xpad.assign(static_cast<size_t>(M * w.Kp), 0.f);
+    xsum.resize(static_cast<size_t>(M * w.n_groups));
+    if (qa.size() < static_cast<size_t>(M)) qa.resize(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
       float* xm = xpad.data() + m * w.Kp;
       std::copy(x + m * K, x + (m + 1) * K, xm);

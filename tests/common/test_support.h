@@ -1,5 +1,8 @@
 // Paths and small helpers shared by the tests.
 #pragma once
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +56,22 @@ std::string error_of(F&& f) {
   }
   ADD_FAILURE() << "no error was raised";
   return {};
+}
+
+// Runs a shell command (the CLI, a Python reference): its exit status and its
+// output, stderr merged unless the caller parses stdout alone.
+struct ShellResult {
+  int status;
+  std::string out;
+};
+inline ShellResult shell(const std::string& cmd, bool merge_stderr = true) {
+  FILE* p = popen((merge_stderr ? cmd + " 2>&1" : cmd).c_str(), "r");
+  if (!p) return {-1, "popen failed: " + cmd};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
 }  // namespace sy::test

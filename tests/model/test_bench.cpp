@@ -12,19 +12,7 @@
 namespace sy {
 namespace {
 
-struct CliRun {
-  int status;
-  std::string out;
-};
-
-CliRun sh(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int st = pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+test::ShellResult sh(const std::string& cmd) { return test::shell(cmd); }
 
 struct SynthFixture : ::testing::Test {
   test::TempDir dir;

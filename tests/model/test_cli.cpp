@@ -8,25 +8,12 @@
 
 namespace {
 
-struct CliRun {
-  int status;
-  std::string out;
-};
-
-CliRun run(const std::string& args) {
-  std::string cmd = std::string(SWITCHYARD_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+sy::test::ShellResult run(const std::string& args) { return sy::test::shell(std::string(SWITCHYARD_CLI) + " " + args); }
 
 std::string model() { return sy::test::model_path("stories260K.onnx"); }
 
 TEST(Cli, GenerateJson) {
-  CliRun r = run("generate --model " + model() + " --prompt 'Once upon a time' --max-tokens 8 --json");
+  sy::test::ShellResult r = run("generate --model " + model() + " --prompt 'Once upon a time' --max-tokens 8 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt_ids"], nlohmann::json({1, 403, 407, 261, 378}));
@@ -36,14 +23,14 @@ TEST(Cli, GenerateJson) {
 }
 
 TEST(Cli, LogitsJson) {
-  CliRun r = run("logits --model " + model() + " --prompt-ids 1,403,407 --json");
+  sy::test::ShellResult r = run("logits --model " + model() + " --prompt-ids 1,403,407 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["last_logits"].size(), 512u);
 }
 
 TEST(Cli, InspectShowsInterfaceAndCounts) {
-  CliRun r = run("inspect --model " + model());
+  sy::test::ShellResult r = run("inspect --model " + model());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("past_key_values.4.value"), std::string::npos);
   // 260,032 parameters on the model card plus the tied classifier's stored
@@ -53,7 +40,7 @@ TEST(Cli, InspectShowsInterfaceAndCounts) {
 }
 
 TEST(Cli, ErrorsAreMessagesNotCrashes) {
-  CliRun r = run("generate --model /nonexistent.onnx --prompt hi");
+  sy::test::ShellResult r = run("generate --model /nonexistent.onnx --prompt hi");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("switchyard: error: /nonexistent.onnx: cannot open the model file"), std::string::npos) << r.out;
   r = run("generate --model " + model() + " --prompt ''");

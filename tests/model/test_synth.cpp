@@ -11,13 +11,11 @@
 namespace sy {
 namespace {
 
+// stdout only: the reference prints JSON there.
 std::string run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd << "\n" << out;
-  return out;
+  auto r = test::shell(cmd, false);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
+  return r.out;
 }
 
 TEST(Synth, OnnxRuntimeAgreesAndEveryModeRunsIt) {

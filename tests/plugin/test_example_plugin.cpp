@@ -55,12 +55,8 @@ TEST(ExamplePlugin, FusionFiresAndLogitsStayWithin1e5) {
 
 TEST(ExamplePlugin, InspectShowsThePluginAndTheOpCounts) {
   ::setenv("SILU_PLUGIN", SILU_PLUGIN_PATH, 1);
-  std::string cmd = std::string(SWITCHYARD_CLI) + " inspect --manifest " + SILU_MANIFEST + " --profile fused 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  ASSERT_EQ(pclose(p), 0) << out;
+  auto [status, out] = test::shell(std::string(SWITCHYARD_CLI) + " inspect --manifest " + SILU_MANIFEST + " --profile fused");
+  ASSERT_EQ(status, 0) << out;
   EXPECT_NE(out.find("silu-example 1.0.0 (ABI 1.0)"), std::string::npos) << out;
   EXPECT_NE(out.find("kernel     silu_f32 1.0.0: com.example::SiLU on cpu, priority 0"), std::string::npos) << out;
   EXPECT_NE(out.find("silu-fusion (silu-example) keep_names=true"), std::string::npos) << out;

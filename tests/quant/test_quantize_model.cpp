@@ -17,12 +17,9 @@ namespace sy {
 namespace {
 
 std::string run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd << "\n" << out;
-  return out;
+  auto r = test::shell(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.out;
+  return r.out;
 }
 
 EngineConfig profile(const std::string& name) {
