@@ -246,7 +246,8 @@ void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
     if (cached > 0) cache_.release(s->id);
     if (running_.empty() && batch.empty())  // nothing will ever free a block for it
       finish(s, "error", "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
-                             std::to_string(cache_.stats().total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens)");
+                             std::to_string(cache_.stats().total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens" +
+                             (cache_.last_refusal().empty() ? "" : "; the cache manager says: " + cache_.last_refusal()) + ")");
     return;
   }
   s->holds_cache = true;

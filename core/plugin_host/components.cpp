@@ -191,7 +191,7 @@ bool PluginCacheManager::allocate(uint64_t seq, int32_t n) {
   PluginCall pc(lib_->name(), threads_);
   sy_status s = shielded(lib_->name(), "cache allocate", [&] { return d_->allocate(state_, seq, n); });
   if (s == SY_OUT_OF_MEMORY) {
-    take_plugin_error();
+    last_refusal_ = take_plugin_error();
     return false;
   }
   pc.check(s, "cache allocate");

@@ -70,6 +70,8 @@ class PluginCacheManager {
   ~PluginCacheManager();
   // false when the cache is full (SY_OUT_OF_MEMORY); other errors throw.
   bool allocate(uint64_t seq, int32_t num_tokens);
+  // What the cache manager said when it last refused an allocation ("" if nothing).
+  const std::string& last_refusal() const { return last_refusal_; }
   int32_t match_prefix(uint64_t seq, const std::vector<int32_t>& tokens);
   void commit(uint64_t seq, const int32_t* tokens, int32_t count);
   void truncate(uint64_t seq, int32_t length);
@@ -85,6 +87,7 @@ class PluginCacheManager {
   OptionValues options_;
   void* state_ = nullptr;
   ThreadPool* threads_;
+  std::string last_refusal_;
 };
 
 class PluginDrafter {

@@ -87,6 +87,7 @@ TEST(FaultInjection, CacheRefusingAllocationFailsTheLongRequestAndServesTheShort
   auto results = run_all(*s->step_engine(), {greedy(kPromptA, 40), greedy(kPromptB, 12), greedy(kPromptA, 10)});
   EXPECT_EQ(results[0].finish_reason, "error");
   EXPECT_NE(results[0].error.find("does not fit the KV cache"), std::string::npos) << results[0].error;
+  EXPECT_NE(results[0].error.find("refusing-paged: sequence would hold 25 tokens, over the configured 24"), std::string::npos) << results[0].error;
   EXPECT_EQ(results[1].tokens, healthy(kPromptB, 12));
   EXPECT_EQ(results[2].tokens, healthy(kPromptA, 10));
   EXPECT_EQ(s->step_engine()->metrics().used_blocks, 0);
