@@ -41,13 +41,14 @@ int64_t weight_bytes_per_token(const sy::Graph& g) {
   return bytes;
 }
 
-Figures run(const sy::EngineConfig& cfg, int decode, int prefill, int vocab_hint) {
+Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
   auto session = sy::Session::create(cfg);
+  const int64_t vocab = session->model().vocab_size() > 0 ? session->model().vocab_size() : 512;
   Figures f;
   f.weight_bytes = weight_bytes_per_token(session->model().graph());
   auto request = [&](int prompt_len, int max_tokens, int seed) {
     sy::GenerationRequest r;
-    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(1 + (i * 7919 + seed * 104729) % (vocab_hint - 1));
+    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(static_cast<int>(1 + (i * 7919 + seed * 104729) % (vocab - 1)));
     r.max_tokens = max_tokens;
     r.stop_at_eos = false;
     return r;
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     // This machine's available bandwidth drifts with its neighbours: measure
     // it next to the run it qualifies.
     const double bw = sy::measure_read_bandwidth_gbs(threads);
-    Figures f = run(cfg, decode, prefill, 32000);
+    Figures f = run(cfg, decode, prefill);
     if (scheme == "fp32") fp32_decode = f.decode_tps;
     const double gbs = static_cast<double>(f.weight_bytes) * f.decode_tps / 1e9;
     std::printf("%-8s %12.1f %10.1f %10s %12.1f %10.1f %9.1f %7.0f%% %10.2f\n", scheme.c_str(), f.weight_bytes / 1e6, f.decode_tps,

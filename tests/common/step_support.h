@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engine/session.h"
 #include "test_support.h"
@@ -47,5 +48,16 @@ inline void set_drafter(EngineConfig& c, const std::string& name, const std::map
   ComponentSelection s{name, {}, "test: drafter"};
   for (const auto& [k, v] : options) s.options[k] = RawOption{v, "test: drafter option " + k};
   c.drafter = s;
+}
+}  // namespace sy::test
+
+namespace sy::test {
+// A greedy request (the sampler's default) that runs all max_tokens.
+inline GenerationRequest greedy(std::vector<int> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.stop_at_eos = false;
+  return r;
 }
 }  // namespace sy::test

@@ -8,16 +8,11 @@
 
 #include "base/error.h"
 #include "request_parsing.h"
+#include "shared_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::optional<sy::Llama2cTokenizer> tok = [] {
-    try {
-      return std::optional<sy::Llama2cTokenizer>(sy::Llama2cTokenizer::load(SWITCHYARD_SHARED_DIR "/models/tok512.bin"));
-    } catch (const sy::Error&) {
-      return std::optional<sy::Llama2cTokenizer>();
-    }
-  }();
+  const auto& tok = shared_tokenizer();
   if (size == 0) return 0;
   sy::server::RequestLimits limits;
   limits.model_name = "stories260K";

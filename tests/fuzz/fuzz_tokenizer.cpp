@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "shared_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace {
@@ -22,13 +23,7 @@ void round_trip(const sy::Llama2cTokenizer& tok, const std::string& text) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::optional<sy::Llama2cTokenizer> shared = [] {
-    try {
-      return std::optional<sy::Llama2cTokenizer>(sy::Llama2cTokenizer::load(SWITCHYARD_SHARED_DIR "/models/tok512.bin"));
-    } catch (const sy::Error&) {
-      return std::optional<sy::Llama2cTokenizer>();
-    }
-  }();
+  const auto& shared = shared_tokenizer();
   std::string in(reinterpret_cast<const char*>(data), size);
   size_t cut = in.find("\xFF\xFE");
   try {

@@ -16,13 +16,7 @@ namespace {
 using test::paged_config;
 using test::set_scheduler;
 
-GenerationRequest greedy(std::vector<int> prompt, int n) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = n;
-  r.stop_at_eos = false;
-  return r;
-}
+using test::greedy;
 
 std::vector<int> text(int len, int salt) {
   std::vector<int> p{1};

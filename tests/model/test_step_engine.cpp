@@ -20,13 +20,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-GenerationRequest greedy(std::vector<int> prompt, int n) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = n;
-  r.stop_at_eos = false;
-  return r;
-}
+using test::greedy;
 
 struct Combo {
   std::string model, cache;

@@ -24,14 +24,7 @@ EngineConfig with_faults(std::map<std::string, std::string> wrap_options, const 
   return c;
 }
 
-GenerationRequest greedy(std::vector<int> prompt, int max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.stop_at_eos = false;
-  return r;
-}
+using test::greedy;
 
 const std::vector<int> kPromptA{1, 403, 407, 261, 378};
 const std::vector<int> kPromptB{1, 365, 372, 267, 429, 297};
