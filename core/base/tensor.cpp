@@ -7,6 +7,8 @@
 
 namespace sy {
 
+const char* device_name(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
+
 std::string Shape::str() const {
   std::ostringstream os;
   os << '[';
@@ -32,6 +34,11 @@ size_t checked_bytes(DType dtype, const Shape& shape) {
   }
   return static_cast<size_t>(bytes);
 }
+}  // namespace
+
+size_t checked_tensor_bytes(DType dtype, const Shape& shape) { return checked_bytes(dtype, shape); }
+
+namespace {
 void* aligned_alloc_bytes(size_t bytes) {
   size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
   if (n == 0) n = kAlign;
@@ -51,10 +58,11 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
 
 Tensor Tensor::reshaped(const Shape& s) const {
   SY_CHECK(s.numel() == numel(), "cannot view " << shape_.str() << " as " << s.str());
-  return Tensor(dtype_, s, holder_, data_);
+  return Tensor(dtype_, s, holder_, data_, device_);
 }
 
 std::vector<int64_t> Tensor::to_int64_vector() const {
+  SY_CHECK(on_host(), "cannot read a " << device_name(device_) << " tensor on the host");
   std::vector<int64_t> v(static_cast<size_t>(numel()));
   if (dtype_ == DType::I64) {
     if (!v.empty()) std::memcpy(v.data(), data_, v.size() * 8);

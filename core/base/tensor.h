@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device.h"
 #include "base/dtype.h"
 #include "base/error.h"
 
@@ -64,11 +65,15 @@ class Shape {
   int rank_ = 0;
 };
 
+// Bytes of a tensor of this type and shape; refuses negative dimensions and
+// sizes past 1 TiB (a hostile model can ask Expand or ConstantOfShape for anything).
+size_t checked_tensor_bytes(DType dtype, const Shape& shape);
+
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(DType dtype, Shape shape, std::shared_ptr<void> holder, void* data)
-      : dtype_(dtype), shape_(shape), holder_(std::move(holder)), data_(static_cast<std::byte*>(data)) {}
+  Tensor(DType dtype, Shape shape, std::shared_ptr<void> holder, void* data, Device device = Device::CPU)
+      : dtype_(dtype), shape_(shape), holder_(std::move(holder)), data_(static_cast<std::byte*>(data)), device_(device) {}
 
   // Owned, zero-initialised host tensor (for tests, folding, small constants).
   static Tensor empty(DType dtype, const Shape& shape);
@@ -86,6 +91,10 @@ class Tensor {
   }
 
   bool defined() const { return dtype_ != DType::Undefined; }
+  // Device tensors hold device pointers: only kernels of that device and the
+  // device backend's copies may touch their bytes.
+  Device device() const { return device_; }
+  bool on_host() const { return device_ == Device::CPU; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return shape_.rank(); }
@@ -110,6 +119,7 @@ class Tensor {
   Shape shape_;
   std::shared_ptr<void> holder_;
   std::byte* data_ = nullptr;
+  Device device_ = Device::CPU;
 };
 
 // Hands out buffers for tensors and takes them back when their last view is

@@ -7,14 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "base/device.h"
 #include "base/tensor.h"
 #include "base/thread_pool.h"
 #include "graph/graph.h"
 
 namespace sy {
 
-enum class Device { CPU = 0, CUDA = 1 };
-const char* device_name(Device d);
+class DeviceBackend;
+
 
 // What compute() gets for one node execution. Missing optional inputs are
 // null. Outputs are filled by the kernel (allocate() or a view of an input).
@@ -28,6 +29,11 @@ struct KernelContext {
   // The engine's per-step batch layout (a sy_step_context from plugin.h) in
   // ragged mode; null in baseline mode.
   const void* step = nullptr;
+  // Where this node runs. Device kernels allocate their outputs on `backend`
+  // (allocate_output does) and order their work on backend->stream().
+  // Constant inputs are always host tensors (see runtime/transfer_plan.h).
+  Device device = Device::CPU;
+  DeviceBackend* backend = nullptr;
 
   const Tensor& input(int i) const;
   bool has_input(int i) const { return i < num_inputs && inputs[i] && inputs[i]->defined(); }
@@ -49,6 +55,9 @@ struct KernelCreateInfo {
   const Graph& graph;
   const Node& node;
   int64_t opset;
+  // The device backend the kernel will run on (null for CPU kernels): device
+  // kernels upload and convert their constant inputs here, once.
+  DeviceBackend* backend = nullptr;
   const Tensor* constant_input(int i) const;  // null unless input i is a constant
 };
 
@@ -63,6 +72,10 @@ struct KernelDef {
   int priority = 0;  // higher wins; built-ins use 0
   std::string provider = "builtin";
   KernelFactory create;
+  // Optional: whether this kernel handles this particular node (a device
+  // kernel may take only some shapes or attribute values). The executor
+  // falls back to the next candidate, and at last to the CPU, when it says no.
+  std::function<bool(const Graph&, const Node&)> supports;
 };
 
 }  // namespace sy

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 
+#include "device/device_backend.h"
+
 namespace sy {
 
-const char* device_name(Device d) { return d == Device::CUDA ? "cuda" : "cpu"; }
 
 const Tensor& KernelContext::input(int i) const {
   SY_CHECK(has_input(i), "required input " << i << " is missing");
@@ -12,7 +13,7 @@ const Tensor& KernelContext::input(int i) const {
 }
 
 Tensor& KernelContext::allocate_output(int i, DType dtype, const Shape& shape) {
-  outputs[i] = pool->allocate(dtype, shape);
+  outputs[i] = device == Device::CPU ? pool->allocate(dtype, shape) : backend->allocate(dtype, shape);
   return outputs[i];
 }
 
@@ -35,10 +36,17 @@ void KernelRegistry::add(KernelDef def) {
 const KernelDef* KernelRegistry::find(const std::string& domain, const std::string& op_type, Device device,
                                       DType dtype, const std::set<std::string>& forbidden,
                                       const std::string& pinned) const {
+  return find_if(domain, op_type, device, dtype, forbidden, pinned, nullptr);
+}
+
+const KernelDef* KernelRegistry::find_if(const std::string& domain, const std::string& op_type, Device device, DType dtype,
+                                         const std::set<std::string>& forbidden, const std::string& pinned,
+                                         const std::function<bool(const KernelDef&)>& accept) const {
   auto it = defs_.find({domain == "ai.onnx" ? "" : domain, op_type});
   if (it == defs_.end()) return nullptr;
   for (const KernelDef& d : it->second) {
     if (d.device != device) continue;
+    if (accept && !accept(d)) continue;
     if (forbidden.count(d.provider)) continue;
     if (!pinned.empty() && d.provider != pinned) continue;
     if (dtype != DType::Undefined && !d.dtypes.empty() &&
@@ -57,7 +65,8 @@ const KernelDef* KernelRegistry::find_for_node(const Graph& g, const Node& n, De
     if (ti < n.inputs.size() && n.inputs[ti] != kNoValue) type = g.values[static_cast<size_t>(n.inputs[ti])].dtype;
   }
   if (key) *key = type;
-  return find(n.domain, n.op_type, device, type, forbidden, pinned);
+  return find_if(n.domain, n.op_type, device, type, forbidden, pinned,
+                 [&](const KernelDef& d) { return !d.supports || d.supports(g, n); });
 }
 
 std::vector<const KernelDef*> KernelRegistry::all() const {

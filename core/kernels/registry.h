@@ -25,6 +25,9 @@ class KernelRegistry {
   const KernelDef* find_for_node(const Graph& g, const Node& n, Device device, const std::set<std::string>& forbidden = {},
                                  const std::string& pinned = {}, DType* key = nullptr) const;
   std::vector<const KernelDef*> all() const;
+  const KernelDef* find_if(const std::string& domain, const std::string& op_type, Device device, DType dtype,
+                           const std::set<std::string>& forbidden, const std::string& pinned,
+                           const std::function<bool(const KernelDef&)>& accept) const;
   void remove_provider(const std::string& provider);
 
   // The registry with every built-in CPU kernel.

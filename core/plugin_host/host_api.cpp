@@ -1,5 +1,7 @@
 #include "plugin_host/host_api.h"
 
+#include "device/device_registry.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -56,7 +58,8 @@ const T* attr_of(const Graph& g, sy_node_id n, const char* name) {
 }
 
 sy_tensor view_of(const Tensor& t) {
-  return sy_tensor{static_cast<int32_t>(t.dtype()), t.rank(), t.shape().begin(), const_cast<void*>(t.raw()), SY_DEVICE_CPU, 0};
+  return sy_tensor{static_cast<int32_t>(t.dtype()), t.rank(), t.shape().begin(), const_cast<void*>(t.raw()),
+                   t.on_host() ? SY_DEVICE_CPU : SY_DEVICE_CUDA, 0};
 }
 
 // ---- errors, logging, memory, threads
@@ -84,18 +87,31 @@ sy_status h_device_alloc(int32_t device, size_t bytes, void** out) {
     *out = h_alloc(bytes, 64);
     return *out ? SY_OK : SY_OUT_OF_MEMORY;
   }
-  t_host_error = "this host has no CUDA device support";
-  return SY_UNSUPPORTED;
+  std::shared_ptr<DeviceBackend> dev = device == SY_DEVICE_CUDA ? active_device(Device::CUDA) : nullptr;
+  if (!dev) {
+    t_host_error = "device_alloc: no CUDA device is open in this session (device: cpu, or no GPU)";
+    return SY_UNSUPPORTED;
+  }
+  // Device memory for plugins comes from the same caching allocator as the
+  // executor's tensors, so its statistics and out-of-memory handling see it.
+  return host_call([&] { *out = dev->allocator().allocate(bytes); }) == SY_OK ? SY_OK : SY_OUT_OF_MEMORY;
 }
 sy_status h_device_free(int32_t device, void* p) {
   if (device == SY_DEVICE_CPU) {
     std::free(p);
     return SY_OK;
   }
-  t_host_error = "this host has no CUDA device support";
-  return SY_UNSUPPORTED;
+  std::shared_ptr<DeviceBackend> dev = device == SY_DEVICE_CUDA ? active_device(Device::CUDA) : nullptr;
+  if (!dev) {
+    t_host_error = "device_free: no CUDA device is open in this session";
+    return SY_UNSUPPORTED;
+  }
+  return host_call([&] { dev->allocator().deallocate(p); });
 }
-void* h_device_stream(int32_t) { return nullptr; }
+void* h_device_stream(int32_t device) {
+  std::shared_ptr<DeviceBackend> dev = device == SY_DEVICE_CUDA ? active_device(Device::CUDA) : nullptr;
+  return dev ? dev->stream() : nullptr;
+}
 sy_status h_parallel_for(int64_t n, int64_t grain, sy_parallel_fn fn, void* user) {
   return host_call([&] {
     SY_CHECK(fn, "parallel_for: no function");

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <sstream>
 #include <utility>
 
@@ -7,32 +8,30 @@ namespace sy {
 
 Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& registry, ThreadPool* threads,
                    ExecutorOptions options)
-    : graph_(std::move(graph)), threads_(threads), pool_(BufferPool::create()) {
+    : graph_(std::move(graph)), threads_(threads), pool_(BufferPool::create()), backend_(options.backend) {
   const Graph& g = *graph_;
-  slots_.resize(g.values.size());
-  for (size_t i = 0; i < g.values.size(); ++i)
-    if (g.values[i].constant) slots_[i] = *g.values[i].constant;
+  const bool on_device = options.device != Device::CPU;
+  SY_CHECK(!on_device || (backend_ && backend_->kind() == options.device),
+           "executor: no " << device_name(options.device) << " device backend was given");
 
   std::vector<NodeId> order = g.topological_order();
-  // Last step reading each value; graph outputs and constants are never released.
-  std::vector<int> last_use(g.values.size(), -1);
-  for (size_t s = 0; s < order.size(); ++s)
-    for (ValueId in : g.nodes[static_cast<size_t>(order[s])].inputs)
-      if (in != kNoValue) last_use[static_cast<size_t>(in)] = static_cast<int>(s);
-  std::vector<bool> pinned(g.values.size(), false);
-  for (const GraphOutput& o : g.outputs) pinned[static_cast<size_t>(o.value)] = true;
-  for (size_t i = 0; i < g.values.size(); ++i)
-    if (g.values[i].constant) pinned[i] = true;
-
   std::vector<std::string> missing;
+  std::vector<PlannedNode> planned;
   size_t max_outputs = 1;
-  for (size_t s = 0; s < order.size(); ++s) {
-    const Node& n = g.nodes[static_cast<size_t>(order[s])];
+  for (NodeId id : order) {
+    const Node& n = g.nodes[static_cast<size_t>(id)];
     std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
     auto pin = options.pinned_providers.find(n.op_type);
+    const std::string pinned = pin == options.pinned_providers.end() ? std::string() : pin->second;
     DType key = DType::Undefined;
-    const KernelDef* def = registry.find_for_node(g, n, options.device, options.forbidden_providers,
-                                                  pin == options.pinned_providers.end() ? std::string() : pin->second, &key);
+    // Placement by kernel availability: the session's device when a kernel
+    // there takes this node, else the CPU.
+    Device device = options.device;
+    const KernelDef* def = on_device ? registry.find_for_node(g, n, device, options.forbidden_providers, pinned, &key) : nullptr;
+    if (!def) {
+      device = Device::CPU;
+      def = registry.find_for_node(g, n, device, options.forbidden_providers, pinned, &key);
+    }
     if (!def) {
       std::ostringstream os;
       os << op << " (opset " << g.opset(n.domain) << ", " << dtype_name(key) << ", node '" << n.name << "')";
@@ -40,33 +39,39 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
       continue;
     }
     Step step;
-    step.node = order[s];
+    step.node = id;
+    step.device = device;
     try {
-      step.kernel = def->create(KernelCreateInfo{g, n, g.opset(n.domain)});
+      step.kernel = def->create(KernelCreateInfo{g, n, g.opset(n.domain), device == Device::CPU ? nullptr : backend_.get()});
     } catch (const std::exception& e) {
       SY_THROW(n.display_name() << ": " << e.what());
     }
     SY_CHECK(step.kernel, n.display_name() << ": kernel provider '" << def->provider << "' returned no kernel");
-    for (ValueId in : n.inputs) step.inputs.push_back(in == kNoValue ? nullptr : &slots_[static_cast<size_t>(in)]);
     step.outputs = n.outputs;
     max_outputs = std::max(max_outputs, n.outputs.size());
-    for (ValueId in : n.inputs)
-      if (in != kNoValue && !pinned[static_cast<size_t>(in)] && last_use[static_cast<size_t>(in)] == static_cast<int>(s) &&
-          std::find(step.release.begin(), step.release.end(), in) == step.release.end())
-        step.release.push_back(in);
-    // Outputs nobody reads are released right away.
-    for (ValueId out : n.outputs)
-      if (out != kNoValue && !pinned[static_cast<size_t>(out)] && last_use[static_cast<size_t>(out)] < 0)
-        step.release.push_back(out);
-    placements_.push_back(NodePlacement{n.name, op, def->provider});
+    planned.push_back(PlannedNode{n.inputs, n.outputs, device});
+    placements_.push_back(NodePlacement{n.name, op, def->provider, device});
     steps_.push_back(std::move(step));
   }
   if (!missing.empty()) {
     std::ostringstream os;
-    os << "no " << device_name(options.device) << " kernel for " << missing.size() << " node(s):";
+    os << "no " << device_name(options.device) << (on_device ? " or cpu" : "") << " kernel for " << missing.size()
+       << " node(s):";
     for (const auto& m : missing) os << "\n  " << m;
     throw Error(os.str());
   }
+
+  std::vector<bool> constant(g.values.size());
+  for (size_t i = 0; i < g.values.size(); ++i) constant[i] = g.values[i].constant.has_value();
+  std::vector<ValueId> outputs;
+  for (const GraphOutput& o : g.outputs) outputs.push_back(o.value);
+  plan_ = plan_transfers(g.values.size(), constant, outputs, planned);
+
+  slots_.resize(static_cast<size_t>(plan_.num_slots));
+  for (size_t i = 0; i < g.values.size(); ++i)
+    if (g.values[i].constant) slots_[i] = *g.values[i].constant;
+  for (size_t s = 0; s < steps_.size(); ++s)
+    for (int slot : plan_.input_slots[s]) steps_[s].inputs.push_back(slot < 0 ? nullptr : &slots_[static_cast<size_t>(slot)]);
   scratch_outputs_.resize(max_outputs);
   std::vector<int> uses = g.use_counts();
   for (ValueId in : g.inputs) input_used_.push_back(uses[static_cast<size_t>(in)] > 0);
@@ -116,7 +121,7 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> inputs, const void* st
   // failed request leaves nothing behind for the next one.
   auto clear = [&] {
     for (size_t i = 0; i < slots_.size(); ++i)
-      if (!g.values[i].constant) slots_[i] = Tensor();
+      if (i >= g.values.size() || !g.values[i].constant) slots_[i] = Tensor();
     for (Tensor& t : scratch_outputs_) t = Tensor();
   };
   KernelContext ctx;
@@ -124,8 +129,12 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> inputs, const void* st
   ctx.threads = threads_;
   ctx.step = step;
   ctx.outputs = scratch_outputs_.data();
+  ctx.backend = backend_.get();
   try {
-    for (Step& s : steps_) {
+    for (size_t si = 0; si < steps_.size(); ++si) {
+      Step& s = steps_[si];
+      for (const Transfer& t : plan_.before[si]) copy(t);
+      ctx.device = s.device;
       ctx.inputs = s.inputs.data();
       ctx.num_inputs = static_cast<int>(s.inputs.size());
       ctx.num_outputs = static_cast<int>(s.outputs.size());
@@ -139,19 +148,30 @@ std::vector<Tensor> Executor::run(std::span<const Tensor> inputs, const void* st
         if (s.outputs[i] == kNoValue) continue;
         SY_CHECK(produced.defined(),
                  g.nodes[static_cast<size_t>(s.node)].display_name() << ": kernel did not produce output " << i);
+        SY_CHECK(produced.device() == s.device, g.nodes[static_cast<size_t>(s.node)].display_name()
+                                                    << ": kernel produced output " << i << " on " << device_name(produced.device())
+                                                    << " but runs on " << device_name(s.device));
         slots_[static_cast<size_t>(s.outputs[i])] = std::move(produced);
       }
-      for (ValueId v : s.release) slots_[static_cast<size_t>(v)] = Tensor();
+      for (int slot : plan_.release[si]) slots_[static_cast<size_t>(slot)] = Tensor();
     }
+    for (const Transfer& t : plan_.outputs_to_host) copy(t);
   } catch (...) {
     clear();
     throw;
   }
   std::vector<Tensor> out;
   out.reserve(g.outputs.size());
-  for (const GraphOutput& o : g.outputs) out.push_back(slots_[static_cast<size_t>(o.value)]);
+  for (int slot : plan_.output_slots) out.push_back(slots_[static_cast<size_t>(slot)]);
   clear();
   return out;
+}
+
+void Executor::copy(const Transfer& t) {
+  const Tensor& src = slots_[static_cast<size_t>(t.from_slot)];
+  Tensor& dst = slots_[static_cast<size_t>(t.to_slot)];
+  if (!src.defined()) return;  // an optional value no one produced
+  dst = t.to == Device::CPU ? backend_->to_host(src) : backend_->to_device(src);
 }
 
 }  // namespace sy

@@ -10,13 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "device/device_backend.h"
 #include "graph/graph.h"
 #include "kernels/registry.h"
+#include "runtime/transfer_plan.h"
 
 namespace sy {
 
 struct ExecutorOptions {
+  // CPU: every node on the CPU. CUDA: every node that has a fitting CUDA
+  // kernel runs on `backend`, the rest on the CPU, with copies where the
+  // device changes (runtime/transfer_plan.h).
   Device device = Device::CPU;
+  std::shared_ptr<DeviceBackend> backend;
   std::set<std::string> forbidden_providers;
   std::map<std::string, std::string> pinned_providers;  // op type -> provider
 };
@@ -25,6 +31,7 @@ struct NodePlacement {
   std::string node;
   std::string op;       // "Domain::Op" or "Op"
   std::string provider;
+  Device device = Device::CPU;
 };
 
 class Executor {
@@ -45,21 +52,26 @@ class Executor {
   int input_index(const std::string& name) const;   // -1 if absent
   int output_index(const std::string& name) const;  // -1 if absent
   const std::vector<NodePlacement>& placements() const { return placements_; }
+  const TransferPlan& transfer_plan() const { return plan_; }
+  DeviceBackend* backend() const { return backend_.get(); }
 
  private:
   struct Step {
     NodeId node;
+    Device device = Device::CPU;
     std::unique_ptr<Kernel> kernel;
     std::vector<const Tensor*> inputs;  // into slots_ (null for omitted inputs)
     std::vector<ValueId> outputs;
-    std::vector<ValueId> release;       // values dead after this step
   };
+  void copy(const Transfer& t);
   void check_input(size_t i, const Tensor& t) const;
 
   std::shared_ptr<const Graph> graph_;
   ThreadPool* threads_;
   std::shared_ptr<BufferPool> pool_;
-  std::vector<Tensor> slots_;
+  std::shared_ptr<DeviceBackend> backend_;
+  TransferPlan plan_;
+  std::vector<Tensor> slots_;  // value ids first, then mirrors (copies on another device)
   std::vector<Step> steps_;
   std::vector<NodePlacement> placements_;
   std::vector<Tensor> scratch_outputs_;
