@@ -93,6 +93,9 @@ KernelRegistry KernelRegistry::with_builtins() {
   register_tensor_kernels(r);
   register_reduce_kernels(r);
   register_norm_kernels(r);
+#ifdef SWITCHYARD_HAS_CUDA
+  register_cuda_kernels(r);  // Device::CUDA only: CPU lookups never see them
+#endif
   return r;
 }
 

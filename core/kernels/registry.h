@@ -46,5 +46,8 @@ void register_shape_kernels(KernelRegistry& r);
 void register_tensor_kernels(KernelRegistry& r);
 void register_reduce_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
+#ifdef SWITCHYARD_HAS_CUDA
+void register_cuda_kernels(KernelRegistry& r);  // kernels/cuda: cuBLAS MatMul/Gemm and friends
+#endif
 
 }  // namespace sy
