@@ -1,5 +1,7 @@
 #include "engine/session.h"
 
+#include "device/device_registry.h"
+
 #include <filesystem>
 #include <sstream>
 
@@ -66,6 +68,14 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
   ModelOptions mo;
   mo.simplify = config.simplify;
   mo.max_context = config.max_context;
+  {
+    const DeviceSpec spec = parse_device_spec(config.device);
+    const bool wants_cuda = spec.automatic || spec.kind == Device::CUDA;
+    const DeviceSpec resolved = resolve_device(spec, wants_cuda ? probe_cuda() : DeviceProbe{});
+    s->device_ = open_device(resolved);
+    mo.executor.device = resolved.kind;
+    mo.executor.backend = s->device_;
+  }
   mo.executor.forbidden_providers = config.kernels.forbid;
   mo.executor.pinned_providers = config.kernels.pin;
   mo.import.max_file_bytes = config.limits.max_model_bytes;

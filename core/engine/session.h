@@ -36,6 +36,8 @@ class Session {
 
   DecoderModel& model() { return *model_; }
   ThreadPool& threads() { return *threads_; }
+  // The accelerator the model runs on; null on the CPU.
+  DeviceBackend* device() const { return device_.get(); }
   const KernelRegistry& kernels() const { return kernels_; }
   const ComponentRegistry& components() const { return components_; }
   const PluginHost& plugins() const { return *plugins_; }
@@ -52,6 +54,7 @@ class Session {
   // plugin kernel instances) goes first, the libraries after it.
   EngineConfig config_;
   std::unique_ptr<ThreadPool> threads_;
+  std::shared_ptr<DeviceBackend> device_;
   KernelRegistry kernels_;
   ComponentRegistry components_;
   std::unique_ptr<PluginHost> plugins_;

@@ -1,3 +1,4 @@
+#include "device/device_registry.h"
 #include "manifest/manifest.h"
 
 #include <yaml-cpp/yaml.h>
@@ -22,7 +23,7 @@ namespace {
 
 const std::set<std::string> kSectionKeys = {"model", "tokenizer", "plugins", "passes", "kernels", "scheduler",
                                             "cache", "drafter", "threads", "max_context", "simplify",
-                                            "max_batch_tokens", "max_seqs", "limits"};
+                                            "max_batch_tokens", "max_seqs", "limits", "device"};
 
 struct Ctx {
   const std::string& file;
@@ -133,6 +134,14 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   if (const auto& n = sec["model"]) cfg.model = path_value(c, n, key("model"));
   if (const auto& n = sec["tokenizer"]) cfg.tokenizer = path_value(c, n, key("tokenizer"));
   if (const auto& n = sec["threads"]) cfg.threads = number<int>(c, n, key("threads"));
+  if (const auto& n = sec["device"]) {
+    cfg.device = scalar(c, n, key("device"));
+    try {
+      parse_device_spec(cfg.device);
+    } catch (const Error& e) {
+      SY_THROW(c.at(n, key("device")) << ": " << e.what());
+    }
+  }
   if (const auto& n = sec["max_context"]) cfg.max_context = number<int64_t>(c, n, key("max_context"));
   if (const auto& n = sec["simplify"]) cfg.simplify = boolean(c, n, key("simplify"));
   if (const auto& n = sec["max_batch_tokens"]) cfg.max_batch_tokens = number<int>(c, n, key("max_batch_tokens"));

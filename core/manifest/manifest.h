@@ -53,6 +53,9 @@ struct EngineConfig {
   std::optional<ComponentSelection> scheduler, cache, drafter;
   KernelPolicy kernels;
   int threads = 0;
+  // cpu, cuda, cuda:N or auto (CUDA when present). On CUDA, nodes with a CUDA
+  // kernel run there and the rest on the CPU, with the copies planned.
+  std::string device = "cpu";
   int64_t max_context = 0;
   int max_batch_tokens = 512;  // step engine: tokens per forward pass
   int max_seqs = 64;           // step engine: sequences per forward pass

@@ -1,5 +1,7 @@
 #include "cli_support.h"
 
+#include "device/device_registry.h"
+
 #include <iostream>
 #include <sstream>
 
@@ -51,6 +53,7 @@ void EngineFlags::add(po::options_description& d) {
       "manifest", po::value(&manifest), "YAML manifest: model, plugins, passes, components, profiles")(
       "profile", po::value(&profile), "profile of the manifest to use")(
       "threads", po::value(&threads)->default_value(0), "compute threads (0: the manifest's, else one per core)")(
+      "device", po::value(&device), "cpu, cuda, cuda:N or auto (overrides the manifest's 'device:')")(
       "max-context", po::value(&max_context)->default_value(0),
       "context limit in tokens (0: the manifest's, the model's metadata, else 4096)");
 }
@@ -62,6 +65,10 @@ EngineConfig EngineFlags::config() const {
   if (!model.empty()) cfg.model = model;
   SY_CHECK(!cfg.model.empty(), "no model: give --model or a --manifest with 'model:'");
   if (threads > 0) cfg.threads = threads;
+  if (!device.empty()) {
+    parse_device_spec(device);  // a bad --device is named before anything loads
+    cfg.device = device;
+  }
   if (max_context > 0) cfg.max_context = max_context;
   return cfg;
 }

@@ -28,6 +28,7 @@ std::vector<int> parse_ids(const std::string& s);
 struct EngineFlags {
   std::string model, manifest, profile;
   int threads = 0;
+  std::string device;
   int64_t max_context = 0;
   void add(po::options_description& d);
   EngineConfig config() const;

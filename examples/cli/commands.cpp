@@ -195,7 +195,11 @@ int cmd_inspect(const std::vector<std::string>& args) {
   for (const auto& [stage, counts] : rep.op_counts_after) stages.push_back({{"stage", stage}, {"op_counts", counts}});
   j["op_counts"] = stages;
   std::map<std::string, int> providers;
-  for (const auto& pl : session->model().executor().placements()) ++providers[pl.provider + " " + pl.op];
+  for (const auto& pl : session->model().executor().placements())
+    ++providers[pl.provider + " " + pl.op + (pl.device == Device::CPU ? "" : std::string(" @") + device_name(pl.device))];
+  if (DeviceBackend* dev = session->device())
+    std::printf("device     %s; %d copies between host and device per forward pass\n", dev->description().c_str(),
+                session->model().executor().transfer_plan().copies_per_run());
   j["kernels_used"] = providers;
   if (json) {
     std::cout << j.dump(2) << "\n";
