@@ -75,6 +75,28 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
   SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+double CudaBackend::measure_copy_bandwidth_gbs(size_t bytes, int reps) {
+  Tensor a = allocate(DType::U8, Shape{static_cast<int64_t>(bytes)});
+  Tensor b = allocate(DType::U8, Shape{static_cast<int64_t>(bytes)});
+  SY_CUDA_CHECK(cudaMemsetAsync(a.raw(), 1, bytes, stream_));
+  cudaEvent_t start, stop;
+  SY_CUDA_CHECK(cudaEventCreate(&start));
+  SY_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = 0;
+  for (int i = 0; i <= reps; ++i) {  // the first is a warm-up
+    SY_CUDA_CHECK(cudaEventRecord(start, stream_));
+    SY_CUDA_CHECK(cudaMemcpyAsync(b.raw(), a.raw(), bytes, cudaMemcpyDeviceToDevice, stream_));
+    SY_CUDA_CHECK(cudaEventRecord(stop, stream_));
+    SY_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    SY_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (i > 0 && (best_ms == 0 || ms < best_ms)) best_ms = ms;
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3) / 1e9;
+}
+
 CudaBackend& cuda_backend_of(DeviceBackend* backend) {
   auto* b = dynamic_cast<CudaBackend*>(backend);
   SY_CHECK(b, "a CUDA kernel was given no CUDA device");

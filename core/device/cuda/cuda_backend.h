@@ -22,6 +22,9 @@ class CudaBackend : public DeviceBackend {
   int compute_capability() const { return cc_major_ * 10 + cc_minor_; }
   // Peak memory bandwidth from the device's attributes (GB/s), for reports.
   double theoretical_bandwidth_gbs() const { return bandwidth_gbs_; }
+  // Measured device-to-device copy bandwidth (bytes read + written per
+  // second, GB/s), best of `reps`: the denominator of MBU on this device.
+  double measure_copy_bandwidth_gbs(size_t bytes = size_t{1} << 30, int reps = 10);
 
  protected:
   void copy_to_device(void* dst, const void* src, size_t bytes) override;
