@@ -17,40 +17,51 @@ int64_t required_attr(const sy::plugin::NodeRef& n, const char* key, const std::
 
 }  // namespace
 
-QMatMulKernel::QMatMulKernel(const sy::plugin::NodeRef& n) {
+QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& n, std::string& name) {
   const auto& g = n.graph;
-  name_ = g.op_type(n.node) + " '" + g.name(n.node) + "'";
+  name = g.op_type(n.node) + " '" + g.name(n.node) + "'";
   QuantizedWeight q;
-  q.K = required_attr(n, "K", name_);
-  q.N = required_attr(n, "N", name_);
+  q.K = required_attr(n, "K", name);
+  q.N = required_attr(n, "N", name);
   q.bits = static_cast<int>(g.attr_int(n.node, "bits").value_or(4));
-  q.block_size = required_attr(n, "block_size", name_);
-  if (q.bits != 4 && q.bits != 8) throw Error(name_ + ": bits=" + std::to_string(q.bits) + " (supported: 4, 8)", SY_UNSUPPORTED);
+  q.block_size = required_attr(n, "block_size", name);
+  if (q.bits != 4 && q.bits != 8) throw Error(name + ": bits=" + std::to_string(q.bits) + " (supported: 4, 8)", SY_UNSUPPORTED);
   if (q.K <= 0 || q.N <= 0 || q.block_size <= 0 || (q.block_size * q.bits) % 8 != 0 || q.K > (int64_t{1} << 24) || q.N > (int64_t{1} << 24))
-    throw Error(name_ + ": bad K/N/block_size attributes", SY_INVALID_ARGUMENT);
+    throw Error(name + ": bad K/N/block_size attributes", SY_INVALID_ARGUMENT);
   q.n_blocks = (q.K + q.block_size - 1) / q.block_size;
   const int32_t inputs = g.input_count(n.node);
-  if (inputs > 4 && g.input(n.node, 4) != SY_NO_VALUE) throw Error(name_ + ": g_idx (act-order) is not supported", SY_UNSUPPORTED);
+  if (inputs > 4 && g.input(n.node, 4) != SY_NO_VALUE) throw Error(name + ": g_idx (act-order) is not supported", SY_UNSUPPORTED);
   auto codes = g.constant(g.input(n.node, 1));
   auto scales = g.constant(inputs > 2 ? g.input(n.node, 2) : SY_NO_VALUE);
-  if (!codes || !scales) throw Error(name_ + ": the quantized weight and its scales must be constant initializers", SY_INVALID_ARGUMENT);
+  if (!codes || !scales) throw Error(name + ": the quantized weight and its scales must be constant initializers", SY_INVALID_ARGUMENT);
   if (codes->dtype() != SY_DTYPE_UINT8 || codes->numel() != q.N * q.n_blocks * q.blob_bytes())
-    throw Error(name_ + ": B must be uint8 [N, n_blocks, block_size*bits/8] = " + std::to_string(q.N * q.n_blocks * q.blob_bytes()) +
+    throw Error(name + ": B must be uint8 [N, n_blocks, block_size*bits/8] = " + std::to_string(q.N * q.n_blocks * q.blob_bytes()) +
                     " bytes, got " + std::to_string(codes->numel()),
                 SY_INVALID_ARGUMENT);
   if (scales->dtype() != SY_DTYPE_FLOAT32 || scales->numel() != q.N * q.n_blocks)
-    throw Error(name_ + ": scales must be float32 with N * n_blocks = " + std::to_string(q.N * q.n_blocks) + " elements", SY_INVALID_ARGUMENT);
+    throw Error(name + ": scales must be float32 with N * n_blocks = " + std::to_string(q.N * q.n_blocks) + " elements", SY_INVALID_ARGUMENT);
   q.codes.assign(codes->data<uint8_t>(), codes->data<uint8_t>() + codes->numel());
   q.scales.assign(scales->data<float>(), scales->data<float>() + scales->numel());
   if (inputs > 3 && g.input(n.node, 3) != SY_NO_VALUE) {
     auto zp = g.constant(g.input(n.node, 3));
     if (!zp || zp->dtype() != SY_DTYPE_UINT8 || zp->numel() != q.N * q.zero_point_row_bytes())
-      throw Error(name_ + ": zero_points must be a constant uint8 tensor of N * ceil(n_blocks * bits / 8) = " +
+      throw Error(name + ": zero_points must be a constant uint8 tensor of N * ceil(n_blocks * bits / 8) = " +
                       std::to_string(q.N * q.zero_point_row_bytes()) + " bytes",
                   SY_INVALID_ARGUMENT);
     q.zero_points.assign(zp->data<uint8_t>(), zp->data<uint8_t>() + zp->numel());
   }
-  w_ = pack(q);
+  return q;
+}
+
+const float* read_bias(sy::plugin::KernelIO& io, int64_t N, const std::string& name) {
+  if (io.input_count() <= 5 || !io.has_input(5)) return nullptr;
+  auto b = io.input(5);
+  if (b.dtype() != SY_DTYPE_FLOAT32 || b.numel() != N) throw Error(name + ": bias must be float32 [N]", SY_INVALID_ARGUMENT);
+  return b.data<float>();
+}
+
+QMatMulKernel::QMatMulKernel(const sy::plugin::NodeRef& n) {
+  w_ = pack(read_quantized_node(n, name_));
   try {
     isa_ = select_isa();
   } catch (const std::exception& e) {
@@ -62,12 +73,7 @@ void QMatMulKernel::compute(sy::plugin::KernelIO& io) {
   auto a = io.input(0);
   if (a.dtype() != SY_DTYPE_FLOAT32 || a.rank() < 1 || a.dim(a.rank() - 1) != w_.K)
     throw Error(name_ + ": input A must be float32 [..., " + std::to_string(w_.K) + "]", SY_INVALID_ARGUMENT);
-  const float* bias = nullptr;
-  if (io.input_count() > 5 && io.has_input(5)) {
-    auto b = io.input(5);
-    if (b.dtype() != SY_DTYPE_FLOAT32 || b.numel() != w_.N) throw Error(name_ + ": bias must be float32 [N]", SY_INVALID_ARGUMENT);
-    bias = b.data<float>();
-  }
+  const float* bias = read_bias(io, w_.N, name_);
   auto dims = a.dims();
   dims.back() = w_.N;
   auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, dims);

@@ -12,6 +12,12 @@ SY_PLUGIN(builder) {
        option_string("skip", "", "comma-separated globs of node or weight names kept in fp32 (e.g. /lm_head/*)"),
        option_string("rules", "", "comma-separated GLOB=SCHEME, first match wins, before the default scheme")});
   for (auto [domain, op] : {std::pair{sy_quant::kDomain, sy_quant::kOp}, std::pair{sy_quant::kOrtDomain, sy_quant::kOrtOp}})
+  {
     builder.kernel<sy_quant::QMatMulKernel>(
         {std::string("qmatmul_f32_") + op, "1.0.0", domain, op, SY_DEVICE_CPU, {SY_DTYPE_FLOAT32}});
+#ifdef SWITCHYARD_HAS_CUDA
+    builder.kernel<sy_quant::QMatMulCudaKernel>(
+        {std::string("qmatmul_cuda_f32_") + op, "1.0.0", domain, op, SY_DEVICE_CUDA, {SY_DTYPE_FLOAT32}});
+#endif
+  }
 }

@@ -23,6 +23,11 @@ struct QuantizePass {
 
 // Inputs: A [..., K], B codes, scales, zero_points (optional), g_idx (must be
 // absent), bias [N] (optional). Attributes K, N, bits, block_size.
+// The node's attributes and constant inputs, checked; `name` receives "Op 'node'" for messages.
+QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& node, std::string& name);
+// The optional bias input (index 5), checked against N; null when absent.
+const float* read_bias(sy::plugin::KernelIO& io, int64_t N, const std::string& name);
+
 class QMatMulKernel {
  public:
   explicit QMatMulKernel(const sy::plugin::NodeRef& node);
@@ -33,5 +38,23 @@ class QMatMulKernel {
   PackedMatrix w_;
   Isa isa_;
 };
+
+#ifdef SWITCHYARD_HAS_CUDA
+}  // namespace sy_quant
+#include "qmatmul_cuda.h"
+namespace sy_quant {
+
+// The same nodes on CUDA (qmatmul_cuda.h): the stored weight in device memory.
+class QMatMulCudaKernel {
+ public:
+  explicit QMatMulCudaKernel(const sy::plugin::NodeRef& node);
+  void compute(sy::plugin::KernelIO& io);
+
+ private:
+  std::string name_;
+  sy::plugin::DeviceBuffer codes_, scales_, zero_points_, bias_;
+  DeviceQWeight w_;
+};
+#endif
 
 }  // namespace sy_quant

@@ -91,5 +91,40 @@ TEST(CudaSession, PagedStepEngineOnTheGpuMatchesTheCpu) {
   EXPECT_EQ(outs[0], outs[1]);
 }
 
+// int8 and int4 weights on the GPU (the quantize plugin's CUDA kernels)
+// against the same quantized model on the CPU's fp32-activation path: the
+// dequantized weights are identical, so only summation order differs.
+TEST(CudaSession, QuantizedMatmulsOnTheGpuMatchTheCpu) {
+  SY_REQUIRE_CUDA();
+  setenv("SWITCHYARD_QUANT_ISA", "avx2", 1);  // fp32 activations on the CPU too (VNNI rounds them to int8)
+  for (const char* profile : {"int8", "int4", "int4-asym"}) {
+    std::vector<std::vector<float>> logits;
+    std::vector<std::vector<int>> tokens;
+    for (const char* device : {"cpu", "cuda"}) {
+      EngineConfig cfg = Manifest::load(std::string(SWITCHYARD_SOURCE_DIR) + "/examples/manifests/quantize.yaml").resolve(profile);
+      cfg.device = device;
+      auto s = Session::create(cfg);
+      if (std::string(device) == "cuda") {
+        int quantized_on_gpu = 0;
+        for (const auto& p : s->model().executor().placements())
+          quantized_on_gpu += p.device == Device::CUDA && p.provider == "switchyard-quantize";
+        EXPECT_GT(quantized_on_gpu, 30) << profile;
+      }
+      logits.push_back(s->last_logits({1, 403, 407, 261, 378, 290}));
+      GenerationRequest r;
+      r.prompt = {1, 403, 407};
+      r.max_tokens = 48;
+      r.stop_at_eos = false;
+      tokens.push_back(s->generate({r})[0].tokens);
+    }
+    double diff = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i) diff = std::max(diff, std::abs(static_cast<double>(logits[0][i]) - logits[1][i]));
+    std::printf("[ %s ] max |gpu - cpu| = %.3g\n", profile, diff);
+    EXPECT_LE(diff, 1e-3) << profile;
+    EXPECT_EQ(tokens[0], tokens[1]) << profile;
+  }
+  unsetenv("SWITCHYARD_QUANT_ISA");
+}
+
 }  // namespace
 }  // namespace sy

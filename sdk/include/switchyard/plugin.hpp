@@ -290,6 +290,49 @@ class KernelIO {
   sy_kernel_context* ctx_;
 };
 
+// ------------------------------------------------------------------ device memory
+
+// Device memory from the host's allocator (the session's caching allocator
+// on CUDA), freed when the buffer goes away. Device kernels keep their
+// converted weights and scratch in these.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(int32_t device, size_t bytes) : device_(device), bytes_(bytes) {
+    check(host()->device_alloc(device, bytes ? bytes : 1, &ptr_), "device_alloc");
+  }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : device_(o.device_), bytes_(o.bytes_), ptr_(o.ptr_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = o.device_;
+      bytes_ = o.bytes_;
+      ptr_ = o.ptr_;
+      o.ptr_ = nullptr;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  void reset() {
+    if (ptr_) host()->device_free(device_, ptr_);
+    ptr_ = nullptr;
+  }
+
+ private:
+  int32_t device_ = SY_DEVICE_CPU;
+  size_t bytes_ = 0;
+  void* ptr_ = nullptr;
+};
+
+// The stream a kernel on `device` must order its work on (cudaStream_t on CUDA).
+inline void* device_stream(int32_t device) { return host()->device_stream(device); }
+
 // ------------------------------------------------------------------ registration
 
 struct KernelSpec {
