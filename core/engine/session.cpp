@@ -93,7 +93,10 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     cc.kv_heads = static_cast<int32_t>(m.kv_heads());
     cc.head_dim = static_cast<int32_t>(m.head_dim());
     cc.dtype = SY_DTYPE_FLOAT32;
+    // The KV cache lives where the attention kernels run.
     cc.device = SY_DEVICE_CPU;
+    for (const NodePlacement& p : m.executor().placements())
+      if (p.op == "switchyard::PagedAttention" && p.device == Device::CUDA) cc.device = SY_DEVICE_CUDA;
     cc.block_size = 16;
     s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->threads_.get());
     {

@@ -10,4 +10,8 @@ SY_PLUGIN(builder) {
        option_int("window", "0", "sliding-window attention over this many positions (0: full causal)")});
   builder.kernel<sy_attention::PagedAttentionKernel>(
       {"paged_attention_f32", "1.0.0", sy_attention::kDomain, sy_attention::kOp, SY_DEVICE_CPU, {SY_DTYPE_FLOAT32}});
+#ifdef SWITCHYARD_HAS_CUDA
+  builder.kernel<sy_attention::PagedAttentionCudaKernel>(
+      {"paged_attention_cuda_f32", "1.0.0", sy_attention::kDomain, sy_attention::kOp, SY_DEVICE_CUDA, {SY_DTYPE_FLOAT32}});
+#endif
 }

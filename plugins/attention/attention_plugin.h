@@ -21,11 +21,26 @@ class PagedAttentionKernel {
  public:
   explicit PagedAttentionKernel(const sy::plugin::NodeRef& node);
   void compute(sy::plugin::KernelIO& io);
+  int32_t layer() const { return layer_; }
+  float scale() const { return scale_; }
+  int64_t window() const { return window_; }
 
  private:
   int32_t layer_;
   float scale_;
   int64_t window_;
 };
+
+#ifdef SWITCHYARD_HAS_CUDA
+// The same node on CUDA (paged_attention_cuda.h), over a KV cache in device memory.
+class PagedAttentionCudaKernel {
+ public:
+  explicit PagedAttentionCudaKernel(const sy::plugin::NodeRef& node);
+  void compute(sy::plugin::KernelIO& io);
+
+ private:
+  PagedAttentionKernel cpu_;  // the node's attributes, parsed once
+};
+#endif
 
 }  // namespace sy_attention

@@ -5,18 +5,25 @@
 
 namespace sy_cache {
 
-BlockCache::BlockCache(const Config& c, const sy_host_api* host) : c_(c), host_(host) {
+BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy device_copy)
+    : c_(c), host_(host), device_copy_(device_copy) {
+  if (c.device != SY_DEVICE_CPU && !device_copy)
+    throw std::invalid_argument("cache: a device KV cache needs a device copy function");
   if (c.block_size <= 0 || c.num_blocks <= 0 || c.layers <= 0 || c.kv_heads <= 0 || c.head_dim <= 0)
     throw std::invalid_argument("cache: layers, kv_heads, head_dim, block_size and num_blocks must be positive");
   if (c.num_blocks > INT32_MAX) throw std::invalid_argument("cache: too many blocks");
   block_floats_ = static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(c.head_dim);
   size_t bytes = block_floats_ * static_cast<size_t>(c.num_blocks) * sizeof(float);
   for (int32_t l = 0; l < c.layers; ++l) {
-    auto* k = static_cast<float*>(host_->alloc(bytes, 64));
-    auto* v = static_cast<float*>(host_->alloc(bytes, 64));
+    auto* k = static_cast<float*>(storage_alloc(bytes));
+    auto* v = static_cast<float*>(storage_alloc(bytes));
     if (!k || !v) {
-      host_->free(k);
-      host_->free(v);
+      storage_free(k);
+      storage_free(v);
+      for (size_t i = 0; i < k_.size(); ++i) {
+        storage_free(k_[i]);
+        storage_free(v_[i]);
+      }
       throw std::bad_alloc();
     }
     k_.push_back(k);
@@ -27,8 +34,20 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host) : c_(c), host_(
 }
 
 BlockCache::~BlockCache() {
-  for (float* p : k_) host_->free(p);
-  for (float* p : v_) host_->free(p);
+  for (float* p : k_) storage_free(p);
+  for (float* p : v_) storage_free(p);
+}
+
+void* BlockCache::storage_alloc(size_t bytes) {
+  if (c_.device == SY_DEVICE_CPU) return host_->alloc(bytes, 64);
+  void* p = nullptr;
+  return host_->device_alloc(c_.device, bytes, &p) == SY_OK ? p : nullptr;
+}
+
+void BlockCache::storage_free(void* p) {
+  if (!p) return;
+  if (c_.device == SY_DEVICE_CPU) host_->free(p);
+  else host_->device_free(c_.device, p);
 }
 
 uint64_t BlockCache::chain_hash(uint64_t parent, const int32_t* tokens, int32_t n) {
@@ -91,9 +110,10 @@ void BlockCache::drop_ref(int32_t b) {
 
 void BlockCache::copy_block(int32_t from, int32_t to) {
   size_t bytes = block_floats_ * sizeof(float);
+  auto copy = c_.device == SY_DEVICE_CPU ? [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); } : device_copy_;
   for (int32_t l = 0; l < c_.layers; ++l) {
-    std::memcpy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
-    std::memcpy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
+    copy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
+    copy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
   }
 }
 

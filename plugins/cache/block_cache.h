@@ -24,11 +24,21 @@ struct Config {
   // Sliding-window attention: blocks wholly before the window of every
   // future query are freed (their table entries become -1). 0 = off.
   int32_t window = 0;
+  // Where the KV storage lives (SY_DEVICE_*). On a device, storage comes from
+  // host->device_alloc and copy-on-write copies go through `device_copy`.
+  int32_t device = SY_DEVICE_CPU;
 };
+
+// Copies `bytes` within device memory, in the order of the device's stream.
+using DeviceCopy = void (*)(void* dst, const void* src, size_t bytes);
+
+// The copy function for KV storage on `device` (cache_plugin_cuda.cpp in a
+// CUDA build); null when this build cannot keep KV there.
+DeviceCopy device_copy_for(int32_t device);
 
 class BlockCache {
  public:
-  BlockCache(const Config& c, const sy_host_api* host);
+  BlockCache(const Config& c, const sy_host_api* host, DeviceCopy device_copy = nullptr);
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
@@ -70,6 +80,9 @@ class BlockCache {
 
   Config c_;
   const sy_host_api* host_;
+  DeviceCopy device_copy_;
+  void* storage_alloc(size_t bytes);
+  void storage_free(void* p);
   size_t block_floats_;
   std::vector<float*> k_, v_;
   std::vector<int32_t> free_;

@@ -29,9 +29,14 @@ template <Kind K>
 sy_status create(void*, const sy_cache_config* c, const sy_options* o, void** out) {
   return guard([&] {
     if (c->dtype != SY_DTYPE_FLOAT32) throw sy::plugin::Error("only float32 KV caches are supported", SY_UNSUPPORTED);
-    if (c->device != SY_DEVICE_CPU) throw sy::plugin::Error("this cache manager keeps KV in host memory only", SY_UNSUPPORTED);
+    sy_cache::DeviceCopy device_copy = nullptr;
+    if (c->device != SY_DEVICE_CPU) {
+      device_copy = sy_cache::device_copy_for(c->device);
+      if (!device_copy) throw sy::plugin::Error("this build of the cache plugin keeps KV in host memory only (built without CUDA)", SY_UNSUPPORTED);
+    }
     Options opts(o);
     sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, 0, 0, K == Kind::Prefix};
+    cfg.device = c->device;
     int64_t budget_mb = opts.get_int("budget_mb");
     if (K == Kind::Contiguous) {
       cfg.block_size = static_cast<int32_t>(opts.get_int("max_seq_len"));
@@ -49,7 +54,7 @@ sy_status create(void*, const sy_cache_config* c, const sy_options* o, void** ou
       if (fixed > 0) cfg.num_blocks = fixed;
     }
     auto s = std::make_unique<State>();
-    s->cache = std::make_unique<BlockCache>(cfg, sy::plugin::host());
+    s->cache = std::make_unique<BlockCache>(cfg, sy::plugin::host(), device_copy);
     s->dims = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim};
     *out = s.release();
   });
@@ -85,8 +90,9 @@ sy_status storage(void* s, int32_t layer, sy_tensor* k, sy_tensor* v) {
   return guard([&] {
     auto* st = static_cast<State*>(s);
     if (layer < 0 || layer >= st->cache->config().layers) throw sy::plugin::Error("no layer " + std::to_string(layer), SY_INVALID_ARGUMENT);
-    *k = sy_tensor{SY_DTYPE_FLOAT32, 4, st->dims.data(), st->cache->keys(layer), SY_DEVICE_CPU, 0};
-    *v = sy_tensor{SY_DTYPE_FLOAT32, 4, st->dims.data(), st->cache->values(layer), SY_DEVICE_CPU, 0};
+    const int32_t device = st->cache->config().device;
+    *k = sy_tensor{SY_DTYPE_FLOAT32, 4, st->dims.data(), st->cache->keys(layer), device, 0};
+    *v = sy_tensor{SY_DTYPE_FLOAT32, 4, st->dims.data(), st->cache->values(layer), device, 0};
   });
 }
 sy_status stats(void* s, sy_cache_stats* out) {

@@ -1,0 +1,10 @@
+// CUDA launches of the fused ops (fused_cuda.cu). Error message or null.
+#pragma once
+#include <cstdint>
+
+namespace sy_fused {
+
+const char* cuda_rmsnorm(const float* x, const float* weight, float eps, int64_t rows, int64_t cols, float* y, void* stream);
+const char* cuda_silu_mul(const float* gate, const float* up, int64_t n, float* y, void* stream);
+
+}  // namespace sy_fused
