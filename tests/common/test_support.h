@@ -20,6 +20,11 @@ inline std::string shared_dir() {
   return SWITCHYARD_SHARED_DIR;
 }
 inline std::string model_path(const std::string& file) { return shared_dir() + "/models/" + file; }
+// The repository (manifests, examples); overridable for test binaries run from a bundle elsewhere.
+inline std::string source_dir() {
+  if (const char* e = std::getenv("SWITCHYARD_SOURCE_DIR")) return e;
+  return SWITCHYARD_SOURCE_DIR;
+}
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -75,7 +75,7 @@ TEST(CudaSession, PagedStepEngineOnTheGpuMatchesTheCpu) {
   SY_REQUIRE_CUDA();
   std::vector<std::string> outs;
   for (const char* device : {"cpu", "cuda"}) {
-    EngineConfig cfg = Manifest::load(std::string(SWITCHYARD_SOURCE_DIR) + "/examples/manifests/stories.yaml").resolve("paged");
+    EngineConfig cfg = Manifest::load(test::source_dir() + "/examples/manifests/stories.yaml").resolve("paged");
     cfg.device = device;
     auto s = Session::create(cfg);
     GenerationRequest r;
@@ -101,7 +101,7 @@ TEST(CudaSession, QuantizedMatmulsOnTheGpuMatchTheCpu) {
     std::vector<std::vector<float>> logits;
     std::vector<std::vector<int>> tokens;
     for (const char* device : {"cpu", "cuda"}) {
-      EngineConfig cfg = Manifest::load(std::string(SWITCHYARD_SOURCE_DIR) + "/examples/manifests/quantize.yaml").resolve(profile);
+      EngineConfig cfg = Manifest::load(test::source_dir() + "/examples/manifests/quantize.yaml").resolve(profile);
       cfg.device = device;
       auto s = Session::create(cfg);
       if (std::string(device) == "cuda") {
