@@ -13,7 +13,8 @@ BUILD=build-fuzz
 CXX=${FUZZ_CXX:-clang++-14}
 CC=${FUZZ_CC:-clang-14}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
-  -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_BUILD_TESTS=OFF -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_WERROR=ON > /dev/null
+  -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_BUILD_TESTS=OFF -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_WERROR=ON \
+  -DSWITCHYARD_CUDA=OFF > /dev/null
 cmake --build "$BUILD" -j"${JOBS:-2}" --target fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request
 mkdir -p "$BUILD/artifacts"
 declare -A CORPUS=([fuzz_onnx_import]=onnx [fuzz_manifest]=manifest [fuzz_tokenizer]=tokenizer [fuzz_request]=request)

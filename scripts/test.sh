@@ -3,6 +3,9 @@
 #   1. the whole test suite built with AddressSanitizer + UBSan (LeakSanitizer on);
 #   2. the threaded parts built with ThreadSanitizer (scripts/tsan.sh);
 #   3. every fuzzer for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS each).
+# Stage 1 builds every CUDA target too (the toolkit is installed; GPU tests
+# report Skipped without a GPU); stages 2 and 3 test CPU-side code only and
+# build without CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --tests

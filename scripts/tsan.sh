@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSWITCHYARD_TSAN=ON -DSWITCHYARD_WERROR=ON \
-  -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DPython3_EXECUTABLE="$(command -v python3)" > /dev/null
+  -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_CUDA=OFF -DPython3_EXECUTABLE="$(command -v python3)" > /dev/null
 cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening test_core switchyard switchyard_attention \
   switchyard_cache switchyard_scheduler switchyard_speculative sy_test_fault
 cd "$BUILD"

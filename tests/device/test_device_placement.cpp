@@ -204,6 +204,18 @@ TEST(DeviceConfig, TheManifestsDeviceIsCheckedWhereItIsWritten) {
   EXPECT_HAS(msg, "m.yaml:4: profiles.gpu.device: device 'tpu' is not one of: cpu, cuda, cuda:N, auto");
 }
 
+TEST(DeviceConfig, TheGpuManifestParsesAndItsCpuProfileMatchesThePagedEngine) {
+  Manifest gpu = Manifest::load(test::source_dir() + "/examples/manifests/gpu.yaml");
+  for (const std::string& p : gpu.profile_names()) EXPECT_EQ(gpu.resolve(p).device, p == "cpu-paged" ? "cpu" : "cuda") << p;
+  GenerationRequest r;
+  r.prompt = {1, 403, 407, 261, 378};
+  r.max_tokens = 32;
+  r.stop_at_eos = false;
+  auto fused = Session::create(gpu.resolve("cpu-paged"))->generate({r})[0].tokens;
+  auto plain = Session::create(Manifest::load(test::source_dir() + "/examples/manifests/stories.yaml").resolve("paged"))->generate({r})[0].tokens;
+  EXPECT_EQ(fused, plain);
+}
+
 TEST(DeviceConfig, CudaWithoutADeviceIsAClearErrorAndAutoFallsBackToTheCpu) {
   if (probe_cuda().count > 0) GTEST_SKIP() << "this machine has a CUDA device";
   EngineConfig cfg;

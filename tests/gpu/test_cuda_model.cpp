@@ -71,24 +71,35 @@ TEST_P(CudaModel, LogitsWithinBf16ToleranceAndGreedyIdentical) {
 INSTANTIATE_TEST_SUITE_P(Shared, CudaModel,
                          ::testing::Values("stories260K", "llama_mha_tiny_random", "llama_mqa_tiny_random"));
 
+// examples/manifests/gpu.yaml: fused ops, paged attention and the KV cache on
+// the GPU (prefix caching's copy-on-write included), against its CPU profile.
 TEST(CudaSession, PagedStepEngineOnTheGpuMatchesTheCpu) {
   SY_REQUIRE_CUDA();
-  std::vector<std::string> outs;
-  for (const char* device : {"cpu", "cuda"}) {
-    EngineConfig cfg = Manifest::load(test::source_dir() + "/examples/manifests/stories.yaml").resolve("paged");
-    cfg.device = device;
-    auto s = Session::create(cfg);
-    GenerationRequest r;
-    r.prompt = {1, 403, 407, 261, 378};
-    r.max_tokens = 64;
-    r.stop_at_eos = false;
-    auto res = s->generate({r, r});
-    EXPECT_EQ(res[0].tokens, res[1].tokens);
-    std::string t;
-    for (int id : res[0].tokens) t += std::to_string(id) + " ";
-    outs.push_back(t);
-  }
-  EXPECT_EQ(outs[0], outs[1]);
+  const std::string manifest = test::source_dir() + "/examples/manifests/gpu.yaml";
+  auto run = [&](const std::string& profile, bool expect_gpu_attention) {
+    auto s = Session::create(Manifest::load(manifest).resolve(profile));
+    int attention = 0, norms = 0;
+    for (const auto& p : s->model().executor().placements()) {
+      attention += p.op == "switchyard::PagedAttention" && p.device == Device::CUDA;
+      norms += p.op == "switchyard::RMSNorm" && p.device == Device::CUDA;
+    }
+    EXPECT_EQ(attention > 0, expect_gpu_attention) << profile;
+    EXPECT_EQ(norms > 0, expect_gpu_attention) << profile;
+    std::vector<GenerationRequest> batch;
+    for (int i = 0; i < 4; ++i) {
+      GenerationRequest r;
+      r.prompt = {1, 403, 407, 261, 378, 290, 300 + i};  // a shared prefix, different last tokens
+      r.max_tokens = 64;
+      r.stop_at_eos = false;
+      batch.push_back(r);
+    }
+    std::vector<std::vector<int>> out;
+    for (const auto& res : s->generate(batch)) out.push_back(res.tokens);
+    return out;
+  };
+  const auto cpu = run("cpu-paged", false);
+  EXPECT_EQ(run("paged", true), cpu);
+  EXPECT_EQ(run("prefix", true), cpu);
 }
 
 // int8 and int4 weights on the GPU (the quantize plugin's CUDA kernels)
