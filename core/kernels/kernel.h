@@ -76,6 +76,14 @@ struct KernelDef {
   // kernel may take only some shapes or attribute values). The executor
   // falls back to the next candidate, and at last to the CPU, when it says no.
   std::function<bool(const Graph&, const Node&)> supports;
+  // Inputs this kernel reads on the host whatever its device (shape and axes
+  // operands, like ONNX Runtime's CPU-input memory type), and inputs it reads
+  // only the shape of (never copied between devices for that).
+  std::vector<int> host_inputs;
+  std::vector<int> shape_inputs;
+  // A device kernel that is worth running only where input 0 already is
+  // (a view): the executor places the node on the CPU when input 0 lives there.
+  bool follows_input = false;
 };
 
 }  // namespace sy

@@ -94,6 +94,7 @@ KernelRegistry KernelRegistry::with_builtins() {
   register_reduce_kernels(r);
   register_norm_kernels(r);
 #ifdef SWITCHYARD_HAS_CUDA
+  register_device_view_kernels(r, Device::CUDA);
   register_cuda_kernels(r);  // Device::CUDA only: CPU lookups never see them
 #endif
   return r;

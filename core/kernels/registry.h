@@ -46,6 +46,9 @@ void register_shape_kernels(KernelRegistry& r);
 void register_tensor_kernels(KernelRegistry& r);
 void register_reduce_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
+// Reshape/Squeeze/Unsqueeze/Flatten/Identity on a device: views that never
+// touch the bytes, so a device tensor keeps its place through them.
+void register_device_view_kernels(KernelRegistry& r, Device device);
 #ifdef SWITCHYARD_HAS_CUDA
 void register_cuda_kernels(KernelRegistry& r);  // kernels/cuda: cuBLAS MatMul/Gemm and friends
 #endif

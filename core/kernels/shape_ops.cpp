@@ -255,21 +255,50 @@ class ConstantKernel : public Kernel {
 };
 
 template <typename K>
-void add(KernelRegistry& r, const std::string& op) {
+KernelDef def_of(const std::string& op) {
   KernelDef d;
   d.op_type = op;
   d.create = [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
     if constexpr (std::is_constructible_v<K, const Node&>) return std::make_unique<K>(ci.node);
     else return std::make_unique<K>();
   };
+  return d;
+}
+
+template <typename K>
+void add(KernelRegistry& r, const std::string& op, std::vector<int> shape_inputs = {}) {
+  KernelDef d = def_of<K>(op);
+  d.shape_inputs = std::move(shape_inputs);
+  r.add(std::move(d));
+}
+
+// A view kernel on `device`: the output shares the input's device buffer;
+// its shape/axes operand (input 1) is read on the host.
+template <typename K>
+void add_view(KernelRegistry& r, const std::string& op, Device device) {
+  KernelDef d = def_of<K>(op);
+  d.device = device;
+  d.host_inputs = {1};
+  d.follows_input = true;
   r.add(std::move(d));
 }
 
 }  // namespace
 
+void register_device_view_kernels(KernelRegistry& r, Device device) {
+  add_view<ReshapeKernel>(r, "Reshape", device);
+  add_view<SqueezeKernel>(r, "Squeeze", device);
+  add_view<UnsqueezeKernel>(r, "Unsqueeze", device);
+  add_view<FlattenKernel>(r, "Flatten", device);
+  KernelDef id = def_of<IdentityKernel>("Identity");
+  id.device = device;
+  id.follows_input = true;
+  r.add(std::move(id));
+}
+
 void register_shape_kernels(KernelRegistry& r) {
-  add<ShapeKernel>(r, "Shape");
-  add<SizeKernel>(r, "Size");
+  add<ShapeKernel>(r, "Shape", {0});  // never copies a device tensor to read its shape
+  add<SizeKernel>(r, "Size", {0});
   add<ReshapeKernel>(r, "Reshape");
   add<SqueezeKernel>(r, "Squeeze");
   add<UnsqueezeKernel>(r, "Unsqueeze");

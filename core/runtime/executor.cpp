@@ -15,6 +15,7 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
            "executor: no " << device_name(options.device) << " device backend was given");
 
   std::vector<NodeId> order = g.topological_order();
+  std::vector<Device> home(g.values.size(), Device::CPU);  // where each value will live
   std::vector<std::string> missing;
   std::vector<PlannedNode> planned;
   size_t max_outputs = 1;
@@ -28,6 +29,9 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
     // there takes this node, else the CPU.
     Device device = options.device;
     const KernelDef* def = on_device ? registry.find_for_node(g, n, device, options.forbidden_providers, pinned, &key) : nullptr;
+    if (def && def->follows_input && (n.inputs.empty() || n.inputs[0] == kNoValue ||
+                                      home[static_cast<size_t>(n.inputs[0])] != device))
+      def = nullptr;  // a view of a host value stays on the host
     if (!def) {
       device = Device::CPU;
       def = registry.find_for_node(g, n, device, options.forbidden_providers, pinned, &key);
@@ -38,6 +42,8 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
       missing.push_back(os.str());
       continue;
     }
+    for (ValueId o : n.outputs)
+      if (o != kNoValue) home[static_cast<size_t>(o)] = device;
     Step step;
     step.node = id;
     step.device = device;
@@ -49,7 +55,12 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
     SY_CHECK(step.kernel, n.display_name() << ": kernel provider '" << def->provider << "' returned no kernel");
     step.outputs = n.outputs;
     max_outputs = std::max(max_outputs, n.outputs.size());
-    planned.push_back(PlannedNode{n.inputs, n.outputs, device});
+    PlannedNode pn{n.inputs, n.outputs, device, std::vector<InputUse>(n.inputs.size(), InputUse::Data)};
+    for (int i : def->host_inputs)
+      if (i >= 0 && static_cast<size_t>(i) < pn.uses.size()) pn.uses[static_cast<size_t>(i)] = InputUse::HostData;
+    for (int i : def->shape_inputs)
+      if (i >= 0 && static_cast<size_t>(i) < pn.uses.size()) pn.uses[static_cast<size_t>(i)] = InputUse::ShapeOnly;
+    planned.push_back(std::move(pn));
     placements_.push_back(NodePlacement{n.name, op, def->provider, device});
     steps_.push_back(std::move(step));
   }

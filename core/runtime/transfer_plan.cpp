@@ -31,18 +31,21 @@ TransferPlan plan_transfers(size_t num_values, const std::vector<bool>& constant
   for (size_t s = 0; s < steps.size(); ++s) {
     const PlannedNode& n = steps[s];
     const int step = static_cast<int>(s);
-    for (ValueId v : n.inputs) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId v = n.inputs[i];
       if (v == kNoValue) {
         plan.input_slots[s].push_back(-1);
         continue;
       }
+      const InputUse use = i < n.uses.size() ? n.uses[i] : InputUse::Data;
+      const Device want = use == InputUse::HostData ? Device::CPU : n.device;
       const size_t vi = static_cast<size_t>(v);
       int slot = v;
-      if (!constant[vi] && home[vi] != n.device) {
-        auto [it, fresh] = mirror.try_emplace({v, n.device}, plan.num_slots);
+      if (!constant[vi] && use != InputUse::ShapeOnly && home[vi] != want) {
+        auto [it, fresh] = mirror.try_emplace({v, want}, plan.num_slots);
         if (fresh) {
           ++plan.num_slots;
-          plan.before[s].push_back(Transfer{v, it->second, n.device});
+          plan.before[s].push_back(Transfer{v, it->second, want});
           read(v, step);
         }
         slot = it->second;

@@ -8,6 +8,8 @@
 //  - constant inputs are always read on the host: a device kernel copies
 //    (and converts, and repacks) the weights it needs once, at creation, so
 //    weights never exist twice on the device;
+//  - inputs a kernel declares host inputs are read on the host, and inputs it
+//    reads only the shape of are read where they live, without a copy;
 //  - a node that reads a value living elsewhere reads a mirror slot, filled
 //    by one copy just before the first node on that device that reads it;
 //    later readers on that device share the copy;
@@ -23,10 +25,15 @@
 
 namespace sy {
 
+// How a node reads an input: its data on the node's device (the default),
+// its data on the host, or only its shape (read wherever the value lives).
+enum class InputUse { Data, HostData, ShapeOnly };
+
 struct PlannedNode {
   std::vector<ValueId> inputs;   // kNoValue for omitted optional inputs
   std::vector<ValueId> outputs;  // kNoValue for unused optional outputs
   Device device = Device::CPU;
+  std::vector<InputUse> uses;    // per input; empty = all Data
 };
 
 struct Transfer {

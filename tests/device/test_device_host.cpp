@@ -158,6 +158,10 @@ TEST(DeviceRegistry, OneBackendPerDeviceAndTheProbeSaysWhyThereIsNone) {
   }
 }
 
+PlannedNode N(std::vector<ValueId> in, std::vector<ValueId> out, Device d, std::vector<InputUse> uses = {}) {
+  return PlannedNode{std::move(in), std::move(out), d, std::move(uses)};
+}
+
 // ---- transfer plan: a -> [cpu] x -> [cuda] y -> [cuda] z -> [cpu] w, plus a constant
 struct PlanCase {
   // values: 0 input, 1 const, 2 x, 3 y, 4 z, 5 w
@@ -166,7 +170,7 @@ struct PlanCase {
 
 TEST(TransferPlan, AllOnTheCpuNeedsNoCopies) {
   PlanCase c;
-  std::vector<PlannedNode> steps = {{{0, 1}, {2}, Device::CPU}, {{2}, {3}, Device::CPU}, {{3, 1}, {4}, Device::CPU}};
+  std::vector<PlannedNode> steps = {N({0, 1}, {2}, Device::CPU), N({2}, {3}, Device::CPU), N({3, 1}, {4}, Device::CPU)};
   TransferPlan p = plan_transfers(6, c.constant, {4}, steps);
   EXPECT_EQ(p.copies_per_run(), 0);
   EXPECT_EQ(p.num_slots, 6);
@@ -178,10 +182,10 @@ TEST(TransferPlan, AllOnTheCpuNeedsNoCopies) {
 TEST(TransferPlan, CopiesOnlyWhereTheDeviceChangesAndSharesThem) {
   PlanCase c;
   // x = f(in, const) on cpu; y = g(x) cuda; z = h(y, x, const) cuda; w = k(z, x) cpu; outputs w and z.
-  std::vector<PlannedNode> steps = {{{0, 1}, {2}, Device::CPU},
-                                    {{2}, {3}, Device::CUDA},
-                                    {{3, 2, 1}, {4}, Device::CUDA},
-                                    {{4, 2}, {5}, Device::CPU}};
+  std::vector<PlannedNode> steps = {N({0, 1}, {2}, Device::CPU),
+                                    N({2}, {3}, Device::CUDA),
+                                    N({3, 2, 1}, {4}, Device::CUDA),
+                                    N({4, 2}, {5}, Device::CPU)};
   TransferPlan p = plan_transfers(6, c.constant, {5, 4}, steps);
   // x goes up once (shared by both cuda readers), z comes down once for w,
   // and that same host copy of z is the graph output: no second download.
@@ -212,7 +216,7 @@ TEST(TransferPlan, CopiesOnlyWhereTheDeviceChangesAndSharesThem) {
 
 TEST(TransferPlan, AGraphOutputLeftOnTheDeviceIsDownloadedAtTheEnd) {
   PlanCase c;
-  std::vector<PlannedNode> steps = {{{0, 1}, {2}, Device::CUDA}, {{2}, {3}, Device::CUDA}};
+  std::vector<PlannedNode> steps = {N({0, 1}, {2}, Device::CUDA), N({2}, {3}, Device::CUDA)};
   TransferPlan p = plan_transfers(6, c.constant, {3}, steps);
   ASSERT_EQ(p.before[0].size(), 1u);  // the graph input goes up
   ASSERT_EQ(p.outputs_to_host.size(), 1u);
@@ -223,10 +227,29 @@ TEST(TransferPlan, AGraphOutputLeftOnTheDeviceIsDownloadedAtTheEnd) {
 
 TEST(TransferPlan, OmittedInputsAndUnreadOutputs) {
   PlanCase c;
-  std::vector<PlannedNode> steps = {{{0, kNoValue}, {2, 3}, Device::CUDA}, {{2}, {4}, Device::CPU}};
+  std::vector<PlannedNode> steps = {N({0, kNoValue}, {2, 3}, Device::CUDA), N({2}, {4}, Device::CPU)};
   TransferPlan p = plan_transfers(6, c.constant, {4}, steps);
   EXPECT_EQ(p.input_slots[0][1], -1);
   EXPECT_NE(std::find(p.release[0].begin(), p.release[0].end(), 3), p.release[0].end()) << "unread output released at once";
+}
+
+TEST(TransferPlan, HostInputsAndShapeOnlyInputsAreNotCopiedToTheDevice) {
+  PlanCase c;
+  // x = f(in) on cuda; y = Reshape(x, shape=in) on cuda reading `in` on the
+  // host; z = Shape(y) on the cpu reading only y's shape; w = g(y, z) on cuda.
+  std::vector<PlannedNode> steps = {
+      N({0}, {2}, Device::CUDA),
+      N({2, 0}, {3}, Device::CUDA, {InputUse::Data, InputUse::HostData}),
+      N({3}, {4}, Device::CPU, {InputUse::ShapeOnly}),
+      N({3, 4}, {5}, Device::CUDA, {InputUse::Data, InputUse::HostData})};
+  TransferPlan p = plan_transfers(6, c.constant, {5}, steps);
+  ASSERT_EQ(p.before[0].size(), 1u);                // `in` goes up once for f
+  EXPECT_TRUE(p.before[1].empty());                 // and is read on the host, where it lives, by Reshape
+  EXPECT_EQ(p.input_slots[1][1], 0);
+  EXPECT_TRUE(p.before[2].empty());                 // Shape reads y's shape on the device: no download
+  EXPECT_EQ(p.input_slots[2][0], 3);
+  EXPECT_TRUE(p.before[3].empty());                 // z is a host value read on the host
+  EXPECT_EQ(p.copies_per_run(), 2);                 // in -> cuda, w -> host
 }
 
 TEST(HalfConversions, Float16RoundTripsEveryValueAndRoundsToNearestEven) {

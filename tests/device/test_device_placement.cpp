@@ -124,6 +124,35 @@ TEST(DevicePlacement, ChainsOfDeviceOpsStayOnTheDeviceAndGreedyOutputsAreIdentic
   EXPECT_EQ(gpu.dev->allocator().stats().bytes_in_use, 0u);
 }
 
+TEST(DevicePlacement, ViewsOnTheDeviceAndShapeReadsSaveCopies) {
+  const std::vector<std::string> ops = {"MatMul", "Add", "Mul", "Sigmoid", "Div", "Pow", "Sqrt", "ReduceMean", "Sub", "Softmax", "Transpose"};
+  Placed without(ops);
+  Placed with(ops);
+  KernelRegistry reg = std::move(with.registry);
+  register_device_view_kernels(reg, Device::CUDA);  // real kernels: views never touch the bytes
+  ModelOptions mo;
+  mo.executor.device = Device::CUDA;
+  mo.executor.backend = with.dev;
+  with.model = DecoderModel::load(test::model_path("stories260K.onnx"), reg, &with.threads, mo);
+  const int a = without.model->executor().transfer_plan().copies_per_run();
+  const int b = with.model->executor().transfer_plan().copies_per_run();
+  std::printf("copies per forward pass: %d without device views, %d with\n", a, b);
+  EXPECT_LT(b, a);
+  int views = 0;
+  for (const auto& p : with.model->executor().placements()) views += p.device == Device::CUDA && (p.op == "Reshape" || p.op == "Unsqueeze");
+  EXPECT_GT(views, 0);
+  Placed cpu({});
+  BaselineGenerator g0(*cpu.model), g1(*with.model);
+  for (const auto& prompt : kPrompts) {
+    GenerationRequest req;
+    req.prompt = prompt;
+    req.max_tokens = 16;
+    req.stop_at_eos = false;
+    EXPECT_EQ(g0.generate({req})[0].tokens, g1.generate({req})[0].tokens);
+  }
+  EXPECT_EQ(with.dev->allocator().stats().bytes_in_use, 0u);
+}
+
 TEST(DevicePlacement, DeviceOutOfMemoryFailsTheRunCleanlyAndLeaksNothing) {
   Placed gpu({"MatMul"}, constant_2d_weight, 16 << 10);  // 16 KiB of "device" memory
   BaselineGenerator g(*gpu.model);
