@@ -73,6 +73,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     const bool wants_cuda = spec.automatic || spec.kind == Device::CUDA;
     const DeviceSpec resolved = resolve_device(spec, wants_cuda ? probe_cuda() : DeviceProbe{});
     s->device_ = open_device(resolved);
+    register_device_kernels(s->kernels_, resolved.kind);
     mo.executor.device = resolved.kind;
     mo.executor.backend = s->device_;
   }

@@ -26,6 +26,11 @@ void dispatch_type(DType t, const char* what, F&& f) {
   }
 }
 
+// ONNX Slice semantics (negative and out-of-range starts/ends clamped, negative
+// steps): per dimension of `in`, the first index, the step and the result size.
+void resolve_slice(const Shape& in, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                   const std::vector<int64_t>& axes, const std::vector<int64_t>& steps, Shape& start, Shape& step, Shape& out);
+
 inline int normalize_axis(int64_t axis, int rank, const char* what) {
   SY_CHECK(axis >= -rank && axis < rank, what << ": axis " << axis << " is out of range for rank " << rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);

@@ -93,11 +93,18 @@ KernelRegistry KernelRegistry::with_builtins() {
   register_tensor_kernels(r);
   register_reduce_kernels(r);
   register_norm_kernels(r);
-#ifdef SWITCHYARD_HAS_CUDA
-  register_device_view_kernels(r, Device::CUDA);
-  register_cuda_kernels(r);  // Device::CUDA only: CPU lookups never see them
-#endif
   return r;
+}
+
+void register_device_kernels(KernelRegistry& r, Device device) {
+  if (device == Device::CPU) return;
+#ifdef SWITCHYARD_HAS_CUDA
+  register_device_view_kernels(r, device);
+  register_cuda_kernels(r);
+  register_cuda_pointwise_kernels(r);
+#else
+  SY_THROW("this build has no " << device_name(device) << " kernels (built without CUDA)");
+#endif
 }
 
 }  // namespace sy

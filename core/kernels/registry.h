@@ -46,11 +46,15 @@ void register_shape_kernels(KernelRegistry& r);
 void register_tensor_kernels(KernelRegistry& r);
 void register_reduce_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
+// The core's kernels for `device` (views, cuBLAS MatMul/Gemm, pointwise and
+// layout ops), added by a session that runs there: CPU sessions never see them.
+void register_device_kernels(KernelRegistry& r, Device device);
 // Reshape/Squeeze/Unsqueeze/Flatten/Identity on a device: views that never
 // touch the bytes, so a device tensor keeps its place through them.
 void register_device_view_kernels(KernelRegistry& r, Device device);
 #ifdef SWITCHYARD_HAS_CUDA
-void register_cuda_kernels(KernelRegistry& r);  // kernels/cuda: cuBLAS MatMul/Gemm and friends
+void register_cuda_kernels(KernelRegistry& r);            // kernels/cuda: cuBLAS MatMul/Gemm
+void register_cuda_pointwise_kernels(KernelRegistry& r);  // kernels/cuda: pointwise and layout ops
 #endif
 
 }  // namespace sy

@@ -89,6 +89,47 @@ void strided_copy(const Tensor& x, Tensor& y, const Shape& start, const Shape& s
   }
 }
 
+}  // namespace
+
+void resolve_slice(const Shape& in, const std::vector<int64_t>& starts_in, const std::vector<int64_t>& ends,
+                   const std::vector<int64_t>& axes_in, const std::vector<int64_t>& steps_in, Shape& start, Shape& step, Shape& out) {
+  std::vector<int64_t> starts = starts_in, axes = axes_in, steps = steps_in;
+  const Shape& xs = in;
+  SY_CHECK(starts.size() == ends.size(), "Slice: starts and ends differ in length");
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  SY_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), "Slice: starts/ends/axes/steps lengths differ");
+  int rank = xs.rank();
+  out = xs;
+  start.resize(rank);
+  step.resize(rank);
+  for (int d = 0; d < rank; ++d) start[d] = 0, step[d] = 1;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int ax = normalize_axis(axes[i], rank, "Slice");
+    int64_t dim = xs[ax], st = steps[i];
+    SY_CHECK(st != 0, "Slice: step is zero");
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      out[ax] = e > b ? (e - b + st - 1) / st : 0;
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      out[ax] = b > e ? (b - e + (-st) - 1) / (-st) : 0;
+    }
+    start[ax] = b;
+    step[ax] = st;
+  }
+}
+
+namespace {
+
 class SliceKernel : public Kernel {
  public:
   explicit SliceKernel(const Node& n, int64_t opset) {
@@ -111,37 +152,8 @@ class SliceKernel : public Kernel {
       if (auto a = optional_ints(ctx, 3)) axes = *a;
       if (auto s = optional_ints(ctx, 4)) steps = *s;
     }
-    SY_CHECK(starts.size() == ends.size(), "Slice: starts and ends differ in length");
-    if (axes.empty()) {
-      axes.resize(starts.size());
-      std::iota(axes.begin(), axes.end(), 0);
-    }
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    SY_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), "Slice: starts/ends/axes/steps lengths differ");
-    int rank = x.rank();
-    Shape start, step, out = x.shape();
-    start.resize(rank);
-    step.resize(rank);
-    for (int d = 0; d < rank; ++d) start[d] = 0, step[d] = 1;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      int ax = normalize_axis(axes[i], rank, "Slice");
-      int64_t dim = x.dim(ax), st = steps[i];
-      SY_CHECK(st != 0, "Slice: step is zero");
-      int64_t b = starts[i], e = ends[i];
-      if (b < 0) b += dim;
-      if (e < 0) e += dim;
-      if (st > 0) {
-        b = std::clamp<int64_t>(b, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        out[ax] = e > b ? (e - b + st - 1) / st : 0;
-      } else {
-        b = std::clamp<int64_t>(b, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        out[ax] = b > e ? (b - e + (-st) - 1) / (-st) : 0;
-      }
-      start[ax] = b;
-      step[ax] = st;
-    }
+    Shape start, step, out;
+    resolve_slice(x.shape(), starts, ends, axes, steps, start, step, out);
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     strided_copy(x, y, start, step);
   }

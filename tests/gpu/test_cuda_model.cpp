@@ -18,9 +18,11 @@ namespace {
 
 constexpr double kBf16LogitTolerance = 1e-2;
 
-std::unique_ptr<DecoderModel> load(const std::string& stem, const KernelRegistry& reg, ThreadPool* threads, bool cuda) {
+std::unique_ptr<DecoderModel> load(const std::string& stem, ThreadPool* threads, bool cuda) {
+  KernelRegistry reg = KernelRegistry::with_builtins();
   ModelOptions mo;
   if (cuda) {
+    register_device_kernels(reg, Device::CUDA);
     mo.executor.device = Device::CUDA;
     mo.executor.backend = open_device(DeviceSpec{Device::CUDA, 0, false});
   }
@@ -43,9 +45,8 @@ TEST_P(CudaModel, DeviceBackendCopiesRoundTrip) {
 TEST_P(CudaModel, LogitsWithinBf16ToleranceAndGreedyIdentical) {
   SY_REQUIRE_CUDA();
   ThreadPool threads{2};
-  KernelRegistry reg = KernelRegistry::with_builtins();
-  auto cpu = load(GetParam(), reg, &threads, false);
-  auto gpu = load(GetParam(), reg, &threads, true);
+  auto cpu = load(GetParam(), &threads, false);
+  auto gpu = load(GetParam(), &threads, true);
   int on_device = 0;
   for (const auto& p : gpu->executor().placements()) on_device += p.device == Device::CUDA;
   EXPECT_GT(on_device, 0);
