@@ -103,6 +103,7 @@ void register_device_kernels(KernelRegistry& r, Device device) {
   register_cuda_kernels(r);
   register_cuda_pointwise_kernels(r);
 #else
+  (void)r;
   SY_THROW("this build has no " << device_name(device) << " kernels (built without CUDA)");
 #endif
 }

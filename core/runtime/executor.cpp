@@ -5,6 +5,28 @@
 #include <utility>
 
 namespace sy {
+namespace {
+
+struct Placement {
+  const KernelDef* def = nullptr;
+  Device device = Device::CPU;
+};
+
+// Placement by kernel availability: the session's device when a kernel there
+// takes this node (a view only where its input already lives), else the CPU.
+Placement place(const KernelRegistry& registry, const Graph& g, const Node& n, const ExecutorOptions& options,
+                const std::vector<Device>& home, DType* key) {
+  auto pin = options.pinned_providers.find(n.op_type);
+  const std::string pinned = pin == options.pinned_providers.end() ? std::string() : pin->second;
+  if (options.device != Device::CPU) {
+    const KernelDef* def = registry.find_for_node(g, n, options.device, options.forbidden_providers, pinned, key);
+    const bool input_elsewhere = n.inputs.empty() || n.inputs[0] == kNoValue || home[static_cast<size_t>(n.inputs[0])] != options.device;
+    if (def && !(def->follows_input && input_elsewhere)) return {def, options.device};
+  }
+  return {registry.find_for_node(g, n, Device::CPU, options.forbidden_providers, pinned, key), Device::CPU};
+}
+
+}  // namespace
 
 Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& registry, ThreadPool* threads,
                    ExecutorOptions options)
@@ -22,20 +44,8 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
   for (NodeId id : order) {
     const Node& n = g.nodes[static_cast<size_t>(id)];
     std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
-    auto pin = options.pinned_providers.find(n.op_type);
-    const std::string pinned = pin == options.pinned_providers.end() ? std::string() : pin->second;
     DType key = DType::Undefined;
-    // Placement by kernel availability: the session's device when a kernel
-    // there takes this node, else the CPU.
-    Device device = options.device;
-    const KernelDef* def = on_device ? registry.find_for_node(g, n, device, options.forbidden_providers, pinned, &key) : nullptr;
-    if (def && def->follows_input && (n.inputs.empty() || n.inputs[0] == kNoValue ||
-                                      home[static_cast<size_t>(n.inputs[0])] != device))
-      def = nullptr;  // a view of a host value stays on the host
-    if (!def) {
-      device = Device::CPU;
-      def = registry.find_for_node(g, n, device, options.forbidden_providers, pinned, &key);
-    }
+    const auto [def, device] = place(registry, g, n, options, home, &key);
     if (!def) {
       std::ostringstream os;
       os << op << " (opset " << g.opset(n.domain) << ", " << dtype_name(key) << ", node '" << n.name << "')";
@@ -107,6 +117,7 @@ int Executor::output_index(const std::string& name) const {
 void Executor::check_input(size_t i, const Tensor& t) const {
   const Value& v = graph_->values[static_cast<size_t>(graph_->inputs[i])];
   SY_CHECK(t.defined(), "graph input '" << v.name << "' was not provided");
+  SY_CHECK(t.on_host(), "graph input '" << v.name << "' must be in host memory");
   SY_CHECK(t.dtype() == v.dtype, "graph input '" << v.name << "' must be " << dtype_name(v.dtype) << ", got "
                                                  << dtype_name(t.dtype()));
   if (!v.shape) return;
