@@ -38,56 +38,19 @@ struct Figures {
   int device_nodes = 0, nodes = 0, copies = 0;
 };
 
-// Bytes of the constants a decode step streams, as the kernel that reads
-// them stores them: cuBLAS keeps fp32 weights as bf16 (half the bytes); an
-// embedding Gather reads one row, not the table.
-int64_t weight_bytes_per_token(const sy::Executor& ex) {
-  const sy::Graph& g = ex.graph();
-  std::map<std::string, const sy::NodePlacement*> by_name;
-  for (const auto& p : ex.placements()) by_name[p.node] = &p;
-  std::map<sy::ValueId, int64_t> streamed;
-  for (const auto& n : g.nodes) {
-    if (n.dead) continue;
-    auto it = by_name.find(n.name);
-    const bool half = it != by_name.end() && it->second->device == sy::Device::CUDA && it->second->provider == "builtin" &&
-                      (n.op_type == "MatMul" || n.op_type == "Gemm");
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      sy::ValueId v = n.inputs[i];
-      if (v == sy::kNoValue || !g.values[static_cast<size_t>(v)].constant || (n.op_type == "Gather" && i == 0)) continue;
-      const int64_t b = static_cast<int64_t>(g.values[static_cast<size_t>(v)].constant->bytes());
-      streamed[v] = std::max(streamed[v], half && i == 1 ? b / 2 : b);
-    }
-  }
-  int64_t bytes = 0;
-  for (const auto& [v, b] : streamed) bytes += b;
-  return bytes;
-}
-
 Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
   Figures f;
   auto t0 = std::chrono::steady_clock::now();
   auto session = sy::Session::create(cfg);
   f.load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const sy::Executor& ex = session->model().executor();
-  f.weight_bytes = weight_bytes_per_token(ex);
+  f.weight_bytes = sy::bench::weight_bytes_per_token(ex);
   for (const auto& p : ex.placements()) f.device_nodes += p.device != sy::Device::CPU;
   f.nodes = static_cast<int>(ex.placements().size());
   f.copies = ex.transfer_plan().copies_per_run();
-  const int64_t vocab = session->model().vocab_size() > 0 ? session->model().vocab_size() : 512;
-  auto request = [&](int prompt_len, int max_tokens, int seed) {
-    sy::GenerationRequest r;
-    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(static_cast<int>(1 + (i * 7919 + seed * 104729) % (vocab - 1)));
-    r.max_tokens = max_tokens;
-    r.stop_at_eos = false;
-    return r;
-  };
-  session->generate({request(8, 4, 0)});  // warm up: allocator caches, cuBLAS heuristics
-  for (int rep = 0; rep < 3; ++rep) {
-    auto d = session->generate({request(8, decode, rep + 1)})[0];
-    f.decode_tps = std::max(f.decode_tps, 1000.0 / d.tpot_ms());
-    auto p = session->generate({request(prefill, 1, rep + 11)})[0];
-    f.prefill_tps = std::max(f.prefill_tps, prefill / (p.ttft_ms / 1000.0));
-  }
+  sy::bench::Batch1 m = sy::bench::measure_batch1(*session, decode, prefill);
+  f.decode_tps = m.decode_tps;
+  f.prefill_tps = m.prefill_tps;
   return f;
 }
 

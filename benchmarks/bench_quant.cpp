@@ -24,42 +24,13 @@ struct Figures {
   int64_t weight_bytes = 0;
 };
 
-// Bytes of the constants a decode step streams: every constant read by a
-// node other than Gather (an embedding lookup reads one row, not the table).
-int64_t weight_bytes_per_token(const sy::Graph& g) {
-  std::set<sy::ValueId> streamed, gathered;
-  for (const auto& n : g.nodes) {
-    if (n.dead) continue;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      sy::ValueId v = n.inputs[i];
-      if (v == sy::kNoValue || !g.values[static_cast<size_t>(v)].constant) continue;
-      (n.op_type == "Gather" && i == 0 ? gathered : streamed).insert(v);
-    }
-  }
-  int64_t bytes = 0;
-  for (sy::ValueId v : streamed) bytes += static_cast<int64_t>(g.values[static_cast<size_t>(v)].constant->bytes());
-  return bytes;
-}
-
 Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
   auto session = sy::Session::create(cfg);
-  const int64_t vocab = session->model().vocab_size() > 0 ? session->model().vocab_size() : 512;
   Figures f;
-  f.weight_bytes = weight_bytes_per_token(session->model().graph());
-  auto request = [&](int prompt_len, int max_tokens, int seed) {
-    sy::GenerationRequest r;
-    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(static_cast<int>(1 + (i * 7919 + seed * 104729) % (vocab - 1)));
-    r.max_tokens = max_tokens;
-    r.stop_at_eos = false;
-    return r;
-  };
-  session->generate({request(8, 4, 0)});  // warm up: pools, first-touch pages
-  for (int rep = 0; rep < 3; ++rep) {     // best of 3: noise on a shared machine only adds time
-    auto d = session->generate({request(8, decode, rep + 1)})[0];
-    f.decode_tps = std::max(f.decode_tps, 1000.0 / d.tpot_ms());
-    auto p = session->generate({request(prefill, 1, rep + 11)})[0];
-    f.prefill_tps = std::max(f.prefill_tps, prefill / (p.ttft_ms / 1000.0));
-  }
+  f.weight_bytes = sy::bench::weight_bytes_per_token(session->model().executor());
+  sy::bench::Batch1 m = sy::bench::measure_batch1(*session, decode, prefill);
+  f.decode_tps = m.decode_tps;
+  f.prefill_tps = m.prefill_tps;
   return f;
 }
 

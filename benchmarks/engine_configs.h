@@ -1,7 +1,10 @@
 // Engine configurations the benchmarks compare: baseline mode and fused
-// attention over each cache manager (first-party plugins of this build).
+// attention over each cache manager (first-party plugins of this build), and
+// the batch-1 measurements the per-model benchmarks share.
 #pragma once
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "engine/session.h"
@@ -26,6 +29,57 @@ inline EngineConfig mode_config(const std::string& model_path, const std::string
   for (const auto& [k, v] : cache_options) cs.options[k] = RawOption{v, "bench"};
   c.cache = cs;
   return c;
+}
+
+// Bytes of the constants a decode step streams, as the kernel that reads them
+// stores them: an embedding Gather reads one row, not the table; the cuBLAS
+// kernels keep fp32 weights as bf16 (half the bytes).
+inline int64_t weight_bytes_per_token(const Executor& ex) {
+  const Graph& g = ex.graph();
+  std::set<std::string> half_weight_nodes;
+  for (const auto& p : ex.placements())
+    if (p.device == Device::CUDA && p.provider == "builtin" && (p.op == "MatMul" || p.op == "Gemm")) half_weight_nodes.insert(p.node);
+  std::map<ValueId, int64_t> streamed;
+  for (const auto& n : g.nodes) {
+    if (n.dead) continue;
+    const bool half = half_weight_nodes.count(n.name) > 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ValueId v = n.inputs[i];
+      if (v == kNoValue || !g.values[static_cast<size_t>(v)].constant || (n.op_type == "Gather" && i == 0)) continue;
+      const int64_t b = static_cast<int64_t>(g.values[static_cast<size_t>(v)].constant->bytes());
+      streamed[v] = std::max(streamed[v], half && i == 1 ? b / 2 : b);
+    }
+  }
+  int64_t bytes = 0;
+  for (const auto& [v, b] : streamed) bytes += b;
+  return bytes;
+}
+
+struct Batch1 {
+  double decode_tps = 0, prefill_tps = 0;
+};
+
+// Batch-1 decode tokens/s (8-token prompt, `decode` tokens) and prefill
+// tokens/s (`prefill`-token prompt), best of 3 after a warm-up: noise on a
+// shared machine only ever adds time.
+inline Batch1 measure_batch1(Session& session, int decode, int prefill) {
+  const int64_t vocab = session.model().vocab_size() > 0 ? session.model().vocab_size() : 512;
+  auto request = [&](int prompt_len, int max_tokens, int seed) {
+    GenerationRequest r;
+    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(static_cast<int>(1 + (i * 7919 + seed * 104729) % (vocab - 1)));
+    r.max_tokens = max_tokens;
+    r.stop_at_eos = false;
+    return r;
+  };
+  session.generate({request(8, 4, 0)});  // warm up: pools, first-touch pages, device caches
+  Batch1 f;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto d = session.generate({request(8, decode, rep + 1)})[0];
+    f.decode_tps = std::max(f.decode_tps, 1000.0 / d.tpot_ms());
+    auto p = session.generate({request(prefill, 1, rep + 11)})[0];
+    f.prefill_tps = std::max(f.prefill_tps, prefill / (p.ttft_ms / 1000.0));
+  }
+  return f;
 }
 
 }  // namespace sy::bench

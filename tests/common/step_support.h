@@ -50,14 +50,3 @@ inline void set_drafter(EngineConfig& c, const std::string& name, const std::map
   c.drafter = s;
 }
 }  // namespace sy::test
-
-namespace sy::test {
-// A greedy request (the sampler's default) that runs all max_tokens.
-inline GenerationRequest greedy(std::vector<int> prompt, int max_tokens) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.stop_at_eos = false;
-  return r;
-}
-}  // namespace sy::test

@@ -10,6 +10,8 @@
 #include <string>
 #include <gtest/gtest.h>
 
+#include "engine/request.h"
+
 // The message contains the needle (printed in full when it does not).
 #define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
@@ -77,6 +79,15 @@ inline ShellResult shell(const std::string& cmd, bool merge_stderr = true) {
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// A greedy request (the sampler's default) that runs all max_tokens.
+inline GenerationRequest greedy(std::vector<int> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.stop_at_eos = false;
+  return r;
 }
 
 }  // namespace sy::test

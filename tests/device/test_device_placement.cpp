@@ -114,10 +114,7 @@ TEST(DevicePlacement, ChainsOfDeviceOpsStayOnTheDeviceAndGreedyOutputsAreIdentic
 
   BaselineGenerator a(*cpu.model), b(*gpu.model);
   for (const auto& prompt : kPrompts) {
-    GenerationRequest req;
-    req.prompt = prompt;
-    req.max_tokens = 24;
-    req.stop_at_eos = false;
+    GenerationRequest req = test::greedy(prompt, 24);
     auto ra = a.generate({req}), rb = b.generate({req});
     EXPECT_EQ(ra[0].tokens, rb[0].tokens);
   }
@@ -144,10 +141,7 @@ TEST(DevicePlacement, ViewsOnTheDeviceAndShapeReadsSaveCopies) {
   Placed cpu({});
   BaselineGenerator g0(*cpu.model), g1(*with.model);
   for (const auto& prompt : kPrompts) {
-    GenerationRequest req;
-    req.prompt = prompt;
-    req.max_tokens = 16;
-    req.stop_at_eos = false;
+    GenerationRequest req = test::greedy(prompt, 16);
     EXPECT_EQ(g0.generate({req})[0].tokens, g1.generate({req})[0].tokens);
   }
   EXPECT_EQ(with.dev->allocator().stats().bytes_in_use, 0u);
@@ -236,10 +230,7 @@ TEST(DeviceConfig, TheManifestsDeviceIsCheckedWhereItIsWritten) {
 TEST(DeviceConfig, TheGpuManifestParsesAndItsCpuProfileMatchesThePagedEngine) {
   Manifest gpu = Manifest::load(test::source_dir() + "/examples/manifests/gpu.yaml");
   for (const std::string& p : gpu.profile_names()) EXPECT_EQ(gpu.resolve(p).device, p == "cpu-paged" ? "cpu" : "cuda") << p;
-  GenerationRequest r;
-  r.prompt = {1, 403, 407, 261, 378};
-  r.max_tokens = 32;
-  r.stop_at_eos = false;
+  GenerationRequest r = test::greedy({1, 403, 407, 261, 378}, 32);
   auto fused = Session::create(gpu.resolve("cpu-paged"))->generate({r})[0].tokens;
   auto plain = Session::create(Manifest::load(test::source_dir() + "/examples/manifests/stories.yaml").resolve("paged"))->generate({r})[0].tokens;
   EXPECT_EQ(fused, plain);

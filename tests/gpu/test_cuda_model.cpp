@@ -61,10 +61,7 @@ TEST_P(CudaModel, LogitsWithinBf16ToleranceAndGreedyIdentical) {
     std::printf("[ %s ] %zu-token prompt: max |gpu - cpu| = %.3g over %d device nodes\n", GetParam().c_str(), prompt.size(),
                 diff, on_device);
     EXPECT_LE(diff, kBf16LogitTolerance);
-    GenerationRequest req;
-    req.prompt = prompt;
-    req.max_tokens = static_cast<int>(c["greedy_ids"].size());
-    req.stop_at_eos = false;
+    GenerationRequest req = test::greedy(prompt, static_cast<int>(c["greedy_ids"].size()));
     EXPECT_EQ(b.generate({req})[0].tokens, c["greedy_ids"].get<std::vector<int>>());
   }
 }
@@ -123,10 +120,7 @@ TEST(CudaSession, QuantizedMatmulsOnTheGpuMatchTheCpu) {
         EXPECT_GT(quantized_on_gpu, 30) << profile;
       }
       logits.push_back(s->last_logits({1, 403, 407, 261, 378, 290}));
-      GenerationRequest r;
-      r.prompt = {1, 403, 407};
-      r.max_tokens = 48;
-      r.stop_at_eos = false;
+      GenerationRequest r = test::greedy({1, 403, 407}, 48);
       tokens.push_back(s->generate({r})[0].tokens);
     }
     double diff = 0;

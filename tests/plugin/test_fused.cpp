@@ -61,10 +61,7 @@ TEST_P(FusedModel, EveryChainFusedAndOutputsUnchanged) {
     // than the unfused ReduceMean's (measured <= 1.1e-5 on logits of ~10).
     EXPECT_LE(vs_base, 5e-5);
     EXPECT_LE(vs_ref, 1e-4);
-    GenerationRequest r;
-    r.prompt = prompt;
-    r.max_tokens = static_cast<int>(c["greedy_ids"].size());
-    r.stop_at_eos = false;
+    GenerationRequest r = test::greedy(prompt, static_cast<int>(c["greedy_ids"].size()));
     EXPECT_EQ(fused->generate({r})[0].tokens, c["greedy_ids"].get<std::vector<int>>());
   }
 }
@@ -76,10 +73,7 @@ TEST_P(FusedModel, PagedEngineWithFusedOpsMatchesTheReference) {
   nlohmann::json ref = test::read_json(test::model_path(GetParam() + ".ref.json"));
   std::vector<GenerationRequest> batch;
   for (const auto& c : ref["cases"]) {
-    GenerationRequest r;
-    r.prompt = c["prompt_ids"].get<std::vector<int>>();
-    r.max_tokens = static_cast<int>(c["greedy_ids"].size());
-    r.stop_at_eos = false;
+    GenerationRequest r = test::greedy(c["prompt_ids"].get<std::vector<int>>(), static_cast<int>(c["greedy_ids"].size()));
     batch.push_back(r);
   }
   auto res = s->generate(batch);
