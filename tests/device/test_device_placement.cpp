@@ -237,12 +237,21 @@ TEST(DeviceConfig, TheGpuManifestParsesAndItsCpuProfileMatchesThePagedEngine) {
 }
 
 TEST(DeviceConfig, CudaWithoutADeviceIsAClearErrorAndAutoFallsBackToTheCpu) {
-  if (probe_cuda().count > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  // A machine without a CUDA device, on every machine (a GPU one too).
+  DeviceProvider none;
+  none.probe = [] { return DeviceProbe{0, "no CUDA device in this test"}; };
+  none.open = [](int) -> std::shared_ptr<DeviceBackend> { return nullptr; };
+  close_devices();
+  DeviceProvider previous = set_cuda_provider(none);
+  struct Restore {
+    DeviceProvider& p;
+    ~Restore() { set_cuda_provider(std::move(p)); }
+  } restore{previous};
   EngineConfig cfg;
   cfg.model = test::model_path("stories260K.onnx");
   cfg.threads = 1;
   cfg.device = "cuda";
-  EXPECT_HAS(test::error_of([&] { Session::create(cfg); }), "device 'cuda:0' requested, but there is no CUDA device: ");
+  EXPECT_HAS(test::error_of([&] { Session::create(cfg); }), "device 'cuda:0' requested, but there is no CUDA device: no CUDA device in this test");
   cfg.device = "auto";
   auto s = Session::create(cfg);
   EXPECT_EQ(s->device(), nullptr);
