@@ -1,6 +1,6 @@
 #include "engine/decoder_model.h"
 
-#include <charconv>
+#include <filesystem>
 #include <set>
 
 namespace sy {
@@ -47,12 +47,15 @@ std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const 
                                                  ThreadPool* threads, const ModelOptions& options,
                                                  const std::vector<GraphPass*>& passes, PreparedGraphReport* report) {
   auto m = std::unique_ptr<DecoderModel>(new DecoderModel());
-  m->path_ = path;
-  m->executor_ = prepare_executor(path, registry, threads, options, passes, report);
+  m->path_ = resolve_model_file(path);
+  m->genai_ = read_genai_config(std::filesystem::path(m->path_).parent_path().string());
+  m->executor_ = prepare_executor(m->path_, registry, threads, options, passes, report);
   const Graph* graph = &m->executor_->graph();
   m->discover_interface();
   if (options.max_context > 0) {
     m->max_context_ = options.max_context;
+  } else if (m->genai_ && m->genai_->context_length > 0) {
+    m->max_context_ = m->genai_->context_length;
   } else {
     for (const char* key : {"max_position_embeddings", "context_length", "max_seq_len", "n_ctx"}) {
       auto it = graph->metadata.find(key);
@@ -79,42 +82,6 @@ void DecoderModel::check_prompt(const std::vector<int>& prompt) const {
 
 void DecoderModel::discover_interface() {
   const Graph& g = executor_->graph();
-  input_ids = executor_->input_index("input_ids");
-  attention_mask = executor_->input_index("attention_mask");
-  position_ids = executor_->input_index("position_ids");
-  logits_indices = executor_->input_index("logits_indices");
-  logits = executor_->output_index("logits");
-  SY_CHECK(input_ids >= 0, path_ << ": not a decoder export: no graph input named 'input_ids'");
-  SY_CHECK(logits >= 0, path_ << ": not a decoder export: no graph output named 'logits'");
-  // past_key_values.N.key / .value inputs pair with present.N.key / .value outputs.
-  auto parse_past = [](const std::string& name, int& layer, bool& is_key) {
-    const std::string prefix = "past_key_values.";
-    if (name.rfind(prefix, 0) != 0) return false;
-    const char* p = name.data() + prefix.size();
-    const char* end = name.data() + name.size();
-    auto [rest, ec] = std::from_chars(p, end, layer);
-    if (ec != std::errc() || rest == p) return false;
-    std::string_view tail(rest, static_cast<size_t>(end - rest));
-    is_key = tail == ".key";
-    return is_key || tail == ".value";
-  };
-  std::map<int, std::pair<int, int>> past;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    const Value& v = g.values[static_cast<size_t>(g.inputs[i])];
-    int layer = 0;
-    bool is_key = false;
-    if (!parse_past(v.name, layer, is_key)) {
-      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == attention_mask || static_cast<int>(i) == position_ids ||
-                   static_cast<int>(i) == logits_indices,
-               path_ << ": graph input '" << v.name << "' is not part of the decoder-with-past interface "
-                     << "(input_ids, attention_mask, position_ids, past_key_values.N.key/value)");
-      continue;
-    }
-    auto& slot = past.emplace(layer, std::make_pair(-1, -1)).first->second;
-    (is_key ? slot.first : slot.second) = static_cast<int>(i);
-  }
-  const Value& lv = g.values[static_cast<size_t>(g.outputs[static_cast<size_t>(logits)].value)];
-  if (lv.shape && !lv.shape->empty() && lv.shape->back().is_static()) vocab_size_ = lv.shape->back().value;
   // Paged mode: attention fused into PagedAttention nodes that carry their
   // layer and KV geometry; past inputs stay declared but unused.
   std::set<int64_t> layers;
@@ -124,8 +91,17 @@ void DecoderModel::discover_interface() {
     kv_heads_ = n.attr_int("kv_heads", 0);
     head_dim_ = n.attr_int("head_dim", 0);
   }
-  if (!layers.empty()) {
-    paged_ = true;
+  paged_ = !layers.empty();
+  io_ = discover_model_io(g, path_, genai_ ? &*genai_ : nullptr, {"logits_indices"}, paged_);
+  input_ids = io_.input_ids;
+  attention_mask = io_.attention_mask;
+  position_ids = io_.position_ids;
+  logits = io_.logits;
+  logits_indices = executor_->input_index("logits_indices");
+  const Value& lv = g.values[static_cast<size_t>(g.outputs[static_cast<size_t>(logits)].value)];
+  if (lv.shape && !lv.shape->empty() && lv.shape->back().is_static()) vocab_size_ = lv.shape->back().value;
+  if (vocab_size_ < 0 && genai_ && genai_->vocab_size > 0) vocab_size_ = genai_->vocab_size;
+  if (paged_) {
     num_paged_layers_ = static_cast<int>(*layers.rbegin() + 1);
     SY_CHECK(static_cast<int>(layers.size()) == num_paged_layers_ && *layers.begin() == 0,
              path_ << ": PagedAttention nodes do not cover layers 0.." << num_paged_layers_ - 1);
@@ -137,23 +113,14 @@ void DecoderModel::discover_interface() {
                      << "' is still read; some attention subgraph was not fused (see the attention-fusion warnings)");
     return;
   }
-  int expect = 0;
-  for (const auto& [layer, kv] : past) {
-    SY_CHECK(layer == expect++, path_ << ": past_key_values layers are not numbered 0..N-1 (missing layer " << expect - 1 << ")");
-    SY_CHECK(kv.first >= 0 && kv.second >= 0, path_ << ": layer " << layer << " lacks a past key or value input");
-    const Value& v = g.values[static_cast<size_t>(g.inputs[static_cast<size_t>(kv.first)])];
-    SY_CHECK(v.shape && v.shape->size() == 4 && (*v.shape)[1].is_static() && (*v.shape)[3].is_static(),
-             path_ << ": '" << v.name << "' must have shape [batch, kv_heads, past, head_dim] with static heads and head_dim");
-    kv_heads_ = (*v.shape)[1].value;
-    head_dim_ = (*v.shape)[3].value;
-    kv_dtype_ = v.dtype;
-    int pk = executor_->output_index("present." + std::to_string(layer) + ".key");
-    int pv = executor_->output_index("present." + std::to_string(layer) + ".value");
-    SY_CHECK(pk >= 0 && pv >= 0, path_ << ": layer " << layer << " has past inputs but no present." << layer << ".key/value outputs");
-    past_key_inputs_.push_back(kv.first);
-    past_value_inputs_.push_back(kv.second);
-    present_key_outputs_.push_back(pk);
-    present_value_outputs_.push_back(pv);
+  kv_heads_ = io_.kv_heads;
+  head_dim_ = io_.head_dim;
+  kv_dtype_ = io_.kv_dtype;
+  for (const KvLayer& l : io_.layers) {
+    past_key_inputs_.push_back(l.past_key);
+    past_value_inputs_.push_back(l.past_value);
+    present_key_outputs_.push_back(l.present_key);
+    present_value_outputs_.push_back(l.present_value);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model_io.h"
 #include "graph/onnx_import.h"
 #include "passes/pass.h"
 #include "runtime/executor.h"
@@ -59,6 +60,12 @@ class DecoderModel {
   // limit, or with a token id outside the vocabulary.
   void check_prompt(const std::vector<int>& prompt) const;
   DType kv_dtype() const { return kv_dtype_; }
+  // The interface by role (engine/model_io.h) and genai_config.json if any.
+  const ModelIO& io() const { return io_; }
+  const std::optional<GenaiConfig>& genai_config() const { return genai_; }
+  // Rows are right-padded and positions come from the mask sums
+  // (onnxruntime-genai builder models); otherwise left-padded.
+  bool right_padding() const { return io_.right_padding; }
 
   // Input/output slots (indices into the executor's input/output lists).
   int input_ids = -1, attention_mask = -1, position_ids = -1;
@@ -73,6 +80,8 @@ class DecoderModel {
   void discover_interface();
 
   std::string path_;
+  std::optional<GenaiConfig> genai_;
+  ModelIO io_;
   std::unique_ptr<Executor> executor_;
   std::vector<int> past_key_inputs_, past_value_inputs_, present_key_outputs_, present_value_outputs_;
   int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096, vocab_size_ = -1;

@@ -22,6 +22,17 @@ void BaselineGenerator::validate(const std::vector<int>& prompt) const {
   model_.check_prompt(prompt);
 }
 
+void BaselineGenerator::init_past(Batch& b) const {
+  // Empty past tensors, [rows, kv_heads, 0, head_dim] (keys stored
+  // transposed: [rows, kv_heads, head_dim, 0]).
+  for (const KvLayer& l : model_.io().layers) {
+    Shape v{static_cast<int64_t>(b.rows), model_.kv_heads(), 0, model_.head_dim()};
+    Shape k = l.key_seq_axis == 3 ? Shape{static_cast<int64_t>(b.rows), model_.kv_heads(), model_.head_dim(), 0} : v;
+    b.past_k.push_back(Tensor::empty(model_.kv_dtype(), k));
+    b.past_v.push_back(Tensor::empty(model_.kv_dtype(), v));
+  }
+}
+
 Tensor BaselineGenerator::forward(Batch& b, const std::vector<std::vector<int64_t>>& new_tokens) {
   Executor& ex = model_.executor();
   const bool kv = model_.has_kv_cache();
@@ -89,18 +100,25 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
   b.mask.resize(b.rows);
   b.next_pos.assign(b.rows, 0);
   b.all_tokens.resize(b.rows);
+  // Left padding, or right padding for models that take positions from the
+  // mask sums (onnxruntime-genai's convention).
+  const bool right = model_.right_padding();
   for (size_t r = 0; r < b.rows; ++r) {
     size_t pad = longest - batch[r].prompt.size();
-    first[r].assign(pad, pad_id_);
-    first[r].insert(first[r].end(), batch[r].prompt.begin(), batch[r].prompt.end());
-    b.mask[r].assign(pad, 0);
-    b.mask[r].insert(b.mask[r].end(), batch[r].prompt.size(), 1);
+    const auto& p = batch[r].prompt;
+    if (right) {
+      first[r].assign(p.begin(), p.end());
+      first[r].insert(first[r].end(), pad, pad_id_);
+      b.mask[r].assign(p.size(), 1);
+      b.mask[r].insert(b.mask[r].end(), pad, 0);
+    } else {
+      first[r].assign(pad, pad_id_);
+      first[r].insert(first[r].end(), p.begin(), p.end());
+      b.mask[r].assign(pad, 0);
+      b.mask[r].insert(b.mask[r].end(), p.size(), 1);
+    }
   }
-  for (int l = 0; l < model_.num_layers(); ++l) {
-    Shape s{static_cast<int64_t>(b.rows), model_.kv_heads(), 0, model_.head_dim()};
-    b.past_k.push_back(Tensor::empty(model_.kv_dtype(), s));
-    b.past_v.push_back(Tensor::empty(model_.kv_dtype(), s));
-  }
+  init_past(b);
   std::vector<Sampler> samplers;
   std::vector<GenerationResult> results(b.rows);
   std::vector<bool> done(b.rows, false);
@@ -123,7 +141,10 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
     for (size_t r = 0; r < b.rows; ++r) {
       step_tokens[r].assign(1, pad_id_);
       if (done[r]) continue;
-      const float* row = logits.data<float>() + (static_cast<int64_t>(r) * S + S - 1) * V;
+      // The row's last real token: the end, or with right padding on the
+      // first step the end of its prompt.
+      const int64_t at = right && results[r].tokens.empty() ? static_cast<int64_t>(batch[r].prompt.size()) - 1 : S - 1;
+      const float* row = logits.data<float>() + (static_cast<int64_t>(r) * S + at) * V;
       int tok = samplers[r].sample(row, static_cast<int>(V));
       GenerationResult& res = results[r];
       if (res.tokens.empty()) res.ttft_ms = now;
@@ -157,11 +178,7 @@ std::vector<float> BaselineGenerator::last_logits(const std::vector<int>& prompt
   b.mask.assign(1, std::vector<int64_t>(prompt.size(), 1));
   b.next_pos.assign(1, 0);
   b.all_tokens.resize(1);
-  for (int l = 0; l < model_.num_layers(); ++l) {
-    Shape s{1, model_.kv_heads(), 0, model_.head_dim()};
-    b.past_k.push_back(Tensor::empty(model_.kv_dtype(), s));
-    b.past_v.push_back(Tensor::empty(model_.kv_dtype(), s));
-  }
+  init_past(b);
   Tensor logits = forward(b, {std::vector<int64_t>(prompt.begin(), prompt.end())});
   int64_t S = logits.dim(1), V = logits.dim(2);
   const float* row = logits.data<float>() + (S - 1) * V;

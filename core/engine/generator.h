@@ -16,7 +16,8 @@ class BaselineGenerator {
  public:
   explicit BaselineGenerator(DecoderModel& model, int pad_id = 0) : model_(model), pad_id_(pad_id) {}
 
-  // Prompts of different lengths are left-padded into one batch.
+  // Prompts of different lengths are padded into one batch: on the left, or
+  // on the right for models that take positions from the mask sums.
   std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& batch, const TokenCallback& on_token = {});
 
   // Logits [vocab] at the last prompt position of one unpadded prompt.
@@ -26,6 +27,7 @@ class BaselineGenerator {
   struct Batch;
   Tensor forward(Batch& b, const std::vector<std::vector<int64_t>>& new_tokens);
   void validate(const std::vector<int>& prompt) const;
+  void init_past(Batch& b) const;
 
   DecoderModel& model_;
   int pad_id_;

@@ -207,6 +207,12 @@ bool custom_outputs_typed(onnx::ModelProto& model) {
   return all;
 }
 
+// Ops ONNX Runtime registers in the default domain without an ONNX schema;
+// exporters (onnxruntime-genai's model builder) emit them there.
+bool is_runtime_default_domain_op(const onnx::NodeProto& n) {
+  return (n.domain().empty() || n.domain() == "ai.onnx") && n.op_type() == "SimplifiedLayerNormalization";
+}
+
 // Lists every node whose (domain, op, opset) the ONNX schema registry does
 // not know, all at once, before the checker would stop at the first one.
 void check_known_ops(const Ctx& ctx, const onnx::ModelProto& m) {
@@ -216,6 +222,7 @@ void check_known_ops(const Ctx& ctx, const onnx::ModelProto& m) {
   for (const auto& n : m.graph().node()) {
     std::string dom = n.domain() == "ai.onnx" ? "" : n.domain();
     if (!dom.empty() && dom != "ai.onnx.ml") continue;  // custom domains: a plugin may provide them
+    if (is_runtime_default_domain_op(n)) continue;
     int ver = opsets.count(dom) ? opsets[dom] : 0;
     if (!onnx::OpSchemaRegistry::Schema(n.op_type(), ver, dom))
       unknown.insert((dom.empty() ? "ai.onnx" : dom) + "::" + n.op_type() + " (opset " + std::to_string(ver) + ")");
@@ -247,7 +254,10 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, 
   const int64_t known_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
   const bool schemas_apply = model_opset <= known_opset;
   if (schemas_apply) check_known_ops(ctx, model);
-  if (options.run_checker && schemas_apply) {
+  // The checker refuses ops without a schema in the default domain.
+  bool runtime_ops = false;
+  for (const auto& n : model.graph().node()) runtime_ops = runtime_ops || is_runtime_default_domain_op(n);
+  if (options.run_checker && schemas_apply && !runtime_ops) {
     // ONNX 1.12's checker resolves external data against the working
     // directory: give it the validated absolute paths, then restore them.
     std::vector<std::pair<onnx::StringStringEntryProto*, std::string>> restore;

@@ -1,6 +1,7 @@
 // Elementwise ONNX ops: arithmetic, comparison and logic with numpy
 // broadcasting, unary math, and Where.
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/kernel_util.h"
@@ -76,6 +77,37 @@ class ArithKernel : public Kernel {
  public:
   ArithKernel(Arith op, bool fmod) : op_(op), fmod_(fmod) {}
   void compute(KernelContext& ctx) override {
+    if (ctx.num_inputs != 2) return compute_variadic(ctx);
+    compute_binary(ctx);
+  }
+
+ private:
+  // Max, Min (and Sum) take 1..N inputs: a left fold of the binary op, each
+  // partial result broadcast against the next input.
+  void compute_variadic(KernelContext& ctx) {
+    SY_CHECK(ctx.num_inputs >= 1, "needs at least one input");
+    if (ctx.num_inputs == 1) {
+      const Tensor& x = ctx.input(0);
+      Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+      if (x.bytes()) std::memcpy(y.raw(), x.raw(), x.bytes());
+      return;
+    }
+    Tensor acc = ctx.input(0);
+    for (int i = 1; i < ctx.num_inputs; ++i) {
+      const Tensor* pair[2] = {&acc, &ctx.input(i)};
+      Tensor partial;
+      KernelContext sub = ctx;
+      sub.inputs = pair;
+      sub.num_inputs = 2;
+      sub.outputs = &partial;
+      sub.num_outputs = 1;
+      compute_binary(sub);
+      acc = partial;
+    }
+    ctx.set_output(0, acc);
+  }
+
+  void compute_binary(KernelContext& ctx) {
     SY_CHECK(ctx.input(0).dtype() == ctx.input(1).dtype(), "operands have different types ("
                                                                << dtype_name(ctx.input(0).dtype()) << " vs "
                                                                << dtype_name(ctx.input(1).dtype()) << ")");
@@ -111,9 +143,58 @@ class ArithKernel : public Kernel {
     });
   }
 
- private:
   Arith op_;
   bool fmod_;
+};
+
+// Gelu (opset 20): exact (erf) or the tanh approximation.
+class GeluKernel : public Kernel {
+ public:
+  explicit GeluKernel(const Node& n) {
+    std::string a = n.attr_string("approximate", "none");
+    SY_CHECK(a == "none" || a == "tanh", "Gelu: unknown approximate='" << a << "'");
+    tanh_ = a == "tanh";
+  }
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    SY_CHECK(x.dtype() == DType::F32, "Gelu supports float32, got " << dtype_name(x.dtype()));
+    Tensor& y = ctx.allocate_output(0, DType::F32, x.shape());
+    const float* p = x.data<float>();
+    float* o = y.data<float>();
+    const int64_t n = x.numel();
+    if (tanh_) {
+      const float k = std::sqrt(2.0f / 3.14159265358979323846f);
+      for (int64_t i = 0; i < n; ++i) o[i] = 0.5f * p[i] * (1.0f + std::tanh(k * (p[i] + 0.044715f * p[i] * p[i] * p[i])));
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = 0.5f * p[i] * (1.0f + std::erf(p[i] * 0.70710678118654752f));
+    }
+  }
+
+ private:
+  bool tanh_ = false;
+};
+
+// IsNaN, and IsInf with its detect_negative / detect_positive attributes.
+class FloatClassKernel : public Kernel {
+ public:
+  FloatClassKernel(bool nan, bool neg_inf, bool pos_inf) : nan_(nan), neg_(neg_inf), pos_(pos_inf) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    Tensor& y = ctx.allocate_output(0, DType::Bool, x.shape());
+    bool* out = y.data<bool>();
+    auto run = [&](auto* p) {
+      for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+        auto v = p[i];
+        out[i] = nan_ ? std::isnan(v) : (std::isinf(v) && ((v > 0 && pos_) || (v < 0 && neg_)));
+      }
+    };
+    if (x.dtype() == DType::F32) run(x.data<float>());
+    else if (x.dtype() == DType::F64) run(x.data<double>());
+    else SY_THROW("expected a float tensor, got " << dtype_name(x.dtype()));
+  }
+
+ private:
+  bool nan_, neg_, pos_;
 };
 
 // Pow's exponent may have another type than its base (ONNX allows it).
@@ -318,6 +399,13 @@ void register_elementwise_kernels(KernelRegistry& r) {
   add(r, "Div", kNumeric, make<ArithKernel>(Arith::Div, false));
   add(r, "Max", kNumeric, make<ArithKernel>(Arith::Max, false));
   add(r, "Min", kNumeric, make<ArithKernel>(Arith::Min, false));
+  add(r, "Sum", kNumeric, make<ArithKernel>(Arith::Add, false));
+  add(r, "Gelu", {DType::F32}, [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> { return std::make_unique<GeluKernel>(ci.node); });
+  add(r, "IsNaN", kFloat, make<FloatClassKernel>(true, false, false));
+  add(r, "IsInf", kFloat, [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
+    return std::make_unique<FloatClassKernel>(false, ci.node.attr_int("detect_negative", 1) != 0,
+                                              ci.node.attr_int("detect_positive", 1) != 0);
+  });
   add(r, "Mod", kNumeric, [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
     return std::make_unique<ArithKernel>(Arith::Mod, ci.node.attr_int("fmod", 0) != 0);
   });

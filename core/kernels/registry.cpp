@@ -93,6 +93,7 @@ KernelRegistry KernelRegistry::with_builtins() {
   register_tensor_kernels(r);
   register_reduce_kernels(r);
   register_norm_kernels(r);
+  register_index_kernels(r);
   return r;
 }
 

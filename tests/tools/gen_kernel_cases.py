@@ -32,20 +32,29 @@ def i64(*vals):
     return np.array(vals, dtype=np.int64)
 
 
-def case(name, op, inputs, attrs=None, n_out=1, opset=17, tol=1e-5, domain=""):
-    """inputs: list of (name, array) or None for an omitted optional input."""
+def case(name, op, inputs, attrs=None, n_out=1, opset=17, tol=1e-5, domain="", plugin=None, outputs_checked=None):
+    """inputs: list of (name, array) or None for an omitted optional input.
+    plugin: the plugin whose kernels the case needs (contrib ops).
+    outputs_checked: indices of the outputs to compare (default all)."""
     in_names = [n if a is not None else "" for n, a in inputs]
     outs = [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, in_names, outs, domain=domain, **(attrs or {}))
     graph_inputs = [helper.make_tensor_value_info(n, NP2ONNX[a.dtype.type], list(a.shape))
                     for n, a in inputs if a is not None]
     # Output types come from ONNX shape inference over the one-node graph.
-    probe = helper.make_model(helper.make_graph([node], name, graph_inputs, []),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe).graph.value_info}
-    graph_outputs = [inferred[o] for o in outs]
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    if domain:
+        # Contrib ops have no ONNX schema: declare float32 outputs of unknown
+        # shape, fixed below from ONNX Runtime's results.
+        graph_outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]
+    else:
+        probe = helper.make_model(helper.make_graph([node], name, graph_inputs, []), opset_imports=opsets)
+        inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(probe).graph.value_info}
+        # Ops ONNX has no schema for (ONNX Runtime's default-domain extras) infer nothing.
+        graph_outputs = [inferred[o] if o in inferred else helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                         for o in outs]
     g = helper.make_graph([node], name, graph_inputs, graph_outputs)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="gen_kernel_cases")
+    m = helper.make_model(g, opset_imports=opsets, producer_name="gen_kernel_cases")
     m.ir_version = 8
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {n: a for n, a in inputs if a is not None}
@@ -57,7 +66,8 @@ def case(name, op, inputs, attrs=None, n_out=1, opset=17, tol=1e-5, domain=""):
         vi.type.tensor_type.shape.SetInParent()
         for d in r.shape:
             vi.type.tensor_type.shape.dim.add().dim_value = d
-    cases.append((name, m, feeds, dict(zip(outs, results)), tol))
+    checked = outputs_checked if outputs_checked is not None else range(len(outs))
+    cases.append((name, m, feeds, {outs[i]: results[i] for i in checked}, tol, plugin))
 
 
 def dump(arr):
@@ -69,6 +79,8 @@ def dump(arr):
         data = arr.astype(np.int64).ravel().tolist()
     else:
         data = arr.ravel().tolist()
+    # JSON has no NaN or infinity: those travel as strings.
+    data = [v if not isinstance(v, float) or np.isfinite(v) else str(v) for v in data]
     return {"dtype": name, "shape": list(arr.shape), "data": data}
 
 
@@ -203,14 +215,92 @@ case("LayerNorm", "LayerNormalization", [("x", f32(2, 3, 8)), ("g", f32(8)), ("b
 case("LayerNorm_axis1_no_bias", "LayerNormalization", [("x", f32(2, 3, 4)), ("g", f32(3, 4))],
      {"axis": 1}, tol=1e-5)
 
+# --- ops today's exporters emit around masks, caches and norms --------------------------
+case("IsNaN", "IsNaN", [("x", np.array([1.0, np.nan, -np.inf, 0.0], dtype=np.float32))], opset=20)
+case("IsInf", "IsInf", [("x", np.array([1.0, np.nan, -np.inf, np.inf], dtype=np.float32))], opset=20)
+case("IsInf_neg_only", "IsInf", [("x", np.array([np.inf, -np.inf, 3.0], dtype=np.float32))],
+     {"detect_positive": 0}, opset=20)
+case("Max_variadic", "Max", [("a", f32(3, 4)), ("b", f32(4)), ("c", f32(3, 1))])
+case("Min_variadic_int", "Min", [("a", i64(5, -2, 7)), ("b", i64(1)), ("c", i64(9, -9, 0))])
+case("Max_single", "Max", [("a", f32(2, 3))])
+case("Sum_variadic", "Sum", [("a", f32(2, 3)), ("b", f32(3)), ("c", f32(2, 1))])
+case("GatherND", "GatherND", [("x", f32(3, 4, 5)), ("i", np.array([[0, 1], [2, 3]], dtype=np.int64))])
+case("GatherND_batch_dims", "GatherND", [("x", f32(2, 3, 4)), ("i", np.array([[[1], [0]], [[2], [2]]], dtype=np.int64))],
+     {"batch_dims": 1})
+case("GatherND_full_index", "GatherND", [("x", f32(3, 4)), ("i", np.array([[2, -1], [0, 0], [1, 2]], dtype=np.int64))])
+case("ScatterND", "ScatterND", [("x", f32(4, 3)), ("i", np.array([[1], [3]], dtype=np.int64)), ("u", f32(2, 3))])
+case("ScatterND_add", "ScatterND", [("x", f32(4, 3)), ("i", np.array([[1, 2], [1, 2]], dtype=np.int64)), ("u", f32(2))],
+     {"reduction": "add"}, opset=18)
+case("GatherElements", "GatherElements", [("x", f32(3, 4)), ("i", np.array([[0, 2], [1, 0], [3, 3]], dtype=np.int64))],
+     {"axis": 1})
+case("GatherElements_axis0_neg", "GatherElements", [("x", f32(3, 2)), ("i", np.array([[-1, 0]], dtype=np.int64))])
+case("ScatterElements", "ScatterElements", [("x", f32(3, 3)), ("i", np.array([[1, 0, 2]], dtype=np.int64)), ("u", f32(1, 3))])
+case("ScatterElements_max", "ScatterElements", [("x", f32(2, 4)), ("i", np.array([[1, 1], [0, 3]], dtype=np.int64)),
+                                                ("u", f32(2, 2))], {"axis": 1, "reduction": "max"}, opset=18)
+case("Gelu", "Gelu", [("x", f32(3, 7, lo=-4, hi=4))], opset=20, tol=1e-5)
+case("Gelu_tanh", "Gelu", [("x", f32(3, 7, lo=-4, hi=4))], {"approximate": "tanh"}, opset=20, tol=1e-5)
+case("RMSNormalization", "RMSNormalization", [("x", f32(2, 3, 8)), ("g", f32(8))], {"epsilon": 1e-5}, opset=23, tol=1e-5)
+case("RMSNormalization_axis1", "RMSNormalization", [("x", f32(2, 3, 4)), ("g", f32(3, 4))], {"axis": 1}, opset=23, tol=1e-5)
+
+# --- ONNX Runtime contrib ops (plugins/contrib), as onnxruntime-genai models use them -----
+MS = "com.microsoft"
+case("SimplifiedLayerNormalization", "SimplifiedLayerNormalization", [("x", f32(2, 3, 8)), ("g", f32(8))],
+     {"epsilon": 1e-6, "axis": -1}, tol=1e-5, outputs_checked=[0])
+case("SkipSimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization",
+     [("x", f32(2, 3, 8)), ("s", f32(2, 3, 8)), ("g", f32(8))], {"epsilon": 1e-6}, n_out=4, domain=MS,
+     plugin="contrib", outputs_checked=[0, 3], tol=1e-5)
+case("SkipLayerNormalization", "SkipLayerNormalization",
+     [("x", f32(2, 3, 8)), ("s", f32(2, 3, 8)), ("g", f32(8)), ("b", f32(8)), ("bias", f32(8))], {"epsilon": 1e-5},
+     n_out=4, domain=MS, plugin="contrib", outputs_checked=[0, 3], tol=1e-5)
+
+
+def rotary_caches(max_pos, rotary_dim, theta=10000.0):
+    inv = 1.0 / theta ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)
+    ang = np.outer(np.arange(max_pos), inv)
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+cos16, sin16 = rotary_caches(32, 16)
+for inter in (0, 1):
+    case(f"RotaryEmbedding_ms_interleaved{inter}", "RotaryEmbedding",
+         [("x", f32(2, 3, 32)), ("p", np.array([[0, 1, 2], [5, 6, 7]], dtype=np.int64)), ("c", cos16), ("s", sin16)],
+         {"interleaved": inter, "num_heads": 2}, domain=MS, plugin="contrib", tol=1e-5)
+
+
+def gqa_case(name, B, S, P, H, KVH, D, seqlens, packed=False, rotary=False, window=-1, softcap=0.0, scale=0.0):
+    ins = [("q", f32(B, S, (H + 2 * KVH) * D if packed else H * D))]
+    ins += [("k", None), ("v", None)] if packed else [("k", f32(B, S, KVH * D)), ("v", f32(B, S, KVH * D))]
+    ins += [("pk", f32(B, KVH, P, D)), ("pv", f32(B, KVH, P, D)),
+            ("sl", np.array(seqlens, dtype=np.int32)), ("tl", np.array(P + S, dtype=np.int32))]
+    if rotary:
+        c, s_ = rotary_caches(64, D)
+        ins += [("c", c), ("s", s_)]
+    attrs = {"num_heads": H, "kv_num_heads": KVH, "local_window_size": window, "do_rotary": int(rotary)}
+    if softcap:
+        attrs["softcap"] = softcap
+    if scale:
+        attrs["scale"] = scale
+    # Right-padded rows: only their valid positions are compared (ONNX
+    # Runtime leaves padded query rows unspecified), so such cases check the
+    # present outputs and the rows of full length.
+    case(name, "GroupQueryAttention", ins, attrs, n_out=3, domain=MS, plugin="contrib", tol=1e-4)
+
+
+gqa_case("GQA_prompt", 1, 5, 0, 4, 2, 16, [4])
+gqa_case("GQA_prompt_rotary_window", 1, 7, 0, 4, 2, 16, [6], rotary=True, window=2)
+gqa_case("GQA_decode_past", 2, 1, 6, 4, 1, 16, [6, 6], rotary=True)
+gqa_case("GQA_decode_softcap_scale", 1, 1, 5, 2, 2, 16, [5], softcap=1.5, scale=0.3)
+gqa_case("GQA_packed_rotary", 1, 4, 0, 4, 2, 16, [3], packed=True, rotary=True)
+gqa_case("GQA_decode_window", 1, 1, 9, 2, 1, 16, [9], window=3, rotary=True)
+
 
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     index = []
-    for name, model, feeds, outs, tol in cases:
+    for name, model, feeds, outs, tol, plugin in cases:
         onnx.save(model, os.path.join(out_dir, name + ".onnx"))
-        index.append({"name": name, "model": name + ".onnx", "tolerance": tol,
+        index.append({"name": name, "model": name + ".onnx", "tolerance": tol, "plugin": plugin,
                       "inputs": [dict(name=k, **dump(v)) for k, v in feeds.items()],
                       "outputs": [dict(name=k, **dump(v)) for k, v in outs.items()]})
     with open(os.path.join(out_dir, "cases.json"), "w") as f:
