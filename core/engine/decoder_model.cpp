@@ -23,11 +23,28 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
     simplify_graph(*graph, pctx);
     if (report) report->op_counts_after.emplace_back("simplify", graph->op_counts());
   }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::optional<GenaiConfig> genai = read_genai_config(dir);
   for (GraphPass* p : passes) {
+    // Plugin passes get the model's facts and subgraph evaluation, and their
+    // rewrites are proven against the original before they are accepted.
+    PassEnv env = make_pass_env(*graph, path, genai ? &*genai : nullptr, registry, threads);
+    pctx.env = &env;
+    const std::optional<Graph> before = p->probed() ? std::optional<Graph>(*graph) : std::nullopt;
+    bool changed = false;
     try {
-      p->run(*graph, pctx);
+      changed = p->run(*graph, pctx);
     } catch (const std::exception& e) {
       SY_THROW(path << ": pass '" << p->name() << "' failed: " << e.what());
+    }
+    pctx.env = nullptr;
+    if (before && changed) {
+      try {
+        ProbeReport probe = prove_rewrite(p->name(), *before, *graph, env);
+        if (report) report->probes.push_back(probe);
+      } catch (const std::exception& e) {
+        SY_THROW(path << ": " << e.what());
+      }
     }
     graph->compact();
     if (report) report->op_counts_after.emplace_back(p->name(), graph->op_counts());

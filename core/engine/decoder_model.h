@@ -8,6 +8,7 @@
 
 #include "engine/model_io.h"
 #include "graph/onnx_import.h"
+#include "passes/equivalence_probe.h"
 #include "passes/pass.h"
 #include "runtime/executor.h"
 
@@ -28,6 +29,7 @@ struct PreparedGraphReport {
   int64_t parameters = 0;       // stored initializer elements as imported
   int64_t parameter_bytes = 0;
   std::vector<std::pair<std::string, std::map<std::string, int>>> op_counts_after;  // (stage, counts)
+  std::vector<ProbeReport> probes;  // the equivalence probe of each plugin pass that changed the graph
 };
 
 // Import, simplify, run the passes, simplify again, plan: the graph as the

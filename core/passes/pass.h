@@ -11,10 +11,13 @@
 
 namespace sy {
 
+struct PassEnv;
+
 struct PassContext {
   const KernelRegistry& registry;
   ThreadPool* threads = nullptr;
   std::function<void(const std::string&)> log;  // may be empty
+  PassEnv* env = nullptr;  // model facts and probe records for plugin passes (plugin_host/host_api.h)
 };
 
 class GraphPass {
@@ -23,6 +26,9 @@ class GraphPass {
   virtual std::string name() const = 0;
   // Returns true when the graph changed.
   virtual bool run(Graph& g, PassContext& ctx) = 0;
+  // Whether the pass host proves this pass's rewrites with the equivalence
+  // probe (plugin passes; the built-in simplifications have their own tests).
+  virtual bool probed() const { return false; }
 };
 
 std::unique_ptr<GraphPass> make_constant_folding_pass();

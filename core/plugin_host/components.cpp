@@ -94,8 +94,9 @@ class PluginPass : public GraphPass {
       : lib_(e.library), d_(static_cast<const sy_pass_desc*>(e.desc)), name_(e.name), options_(std::move(options)),
         threads_(threads) {}
   std::string name() const override { return name_; }
-  bool run(Graph& g, PassContext&) override {
-    sy_graph handle{&g};
+  bool probed() const override { return true; }
+  bool run(Graph& g, PassContext& ctx) override {
+    sy_graph handle{&g, ctx.env};
     sy_options opts{&options_};
     int32_t changed = 0;
     PluginCall call(lib_->name(), threads_);

@@ -1,6 +1,7 @@
 #include "plugin_host/host_api.h"
 
 #include "device/device_registry.h"
+#include "passes/graph_eval.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -330,6 +331,8 @@ sy_status h_replace_all_uses(sy_graph* g, sy_value_id from, sy_value_id to) {
     value_at(G(g), from);
     value_at(G(g), to);
     G(g).replace_all_uses(from, to);
+    // The equivalence probe compares each replaced value with its replacement.
+    if (g->env) g->env->replaced.emplace_back(from, to);
   });
 }
 sy_status h_remove_node(sy_graph* g, sy_node_id n) {
@@ -394,6 +397,106 @@ sy_status h_graph_remove_output(sy_graph* g, const char* name) {
   return SY_OK;
 }
 
+// ---- model facts and evaluation for passes (1.1)
+
+PassEnv& env_of(const sy_graph* g) {
+  SY_CHECK(g && g->env, "only available while a pass runs");
+  return *g->env;
+}
+
+const ModelIO& io_of(const sy_graph* g) {
+  PassEnv& env = env_of(g);
+  SY_CHECK(env.io, "the graph has no decoder interface the host recognises: " << env.io_error);
+  return *env.io;
+}
+
+sy_status h_graph_value_role(const sy_graph* g, sy_value_id v, int32_t* role, int32_t* layer) {
+  return host_call([&] {
+    value_at(G(g), v);
+    const ModelIO& io = io_of(g);
+    const Graph& graph = G(g);
+    *role = SY_ROLE_NONE;
+    *layer = -1;
+    auto input_is = [&](int slot) { return slot >= 0 && graph.inputs[static_cast<size_t>(slot)] == v; };
+    auto output_is = [&](int slot) { return slot >= 0 && graph.outputs[static_cast<size_t>(slot)].value == v; };
+    if (input_is(io.input_ids)) *role = SY_ROLE_TOKEN_IDS;
+    else if (input_is(io.attention_mask)) *role = SY_ROLE_ATTENTION_MASK;
+    else if (input_is(io.position_ids)) *role = SY_ROLE_POSITION_IDS;
+    else if (output_is(io.logits)) *role = SY_ROLE_LOGITS;
+    for (const KvLayer& l : io.layers) {
+      const std::pair<bool, int32_t> checks[] = {{input_is(l.past_key), SY_ROLE_PAST_KEY},
+                                                 {input_is(l.past_value), SY_ROLE_PAST_VALUE},
+                                                 {output_is(l.present_key), SY_ROLE_PRESENT_KEY},
+                                                 {output_is(l.present_value), SY_ROLE_PRESENT_VALUE}};
+      for (const auto& [hit, r] : checks)
+        if (hit) {
+          *role = r;
+          *layer = l.layer;
+        }
+    }
+  });
+}
+
+sy_status h_graph_model_info(const sy_graph* g, sy_model_info* out) {
+  return host_call([&] {
+    SY_CHECK(out && out->struct_size >= offsetof(sy_model_info, struct_size) + sizeof(out->struct_size), "graph_model_info: no struct");
+    PassEnv& env = env_of(g);
+    sy_model_info info{};
+    info.struct_size = sizeof(info);
+    if (env.io) {
+      info.num_layers = static_cast<int32_t>(env.io->layers.size());
+      info.kv_heads = static_cast<int32_t>(env.io->kv_heads);
+      info.head_dim = static_cast<int32_t>(env.io->head_dim);
+      info.right_padding = env.io->right_padding ? 1 : 0;
+    }
+    info.max_context = env.max_context;
+    info.vocab_size = env.vocab_size;
+    // Copy only what the caller's struct holds.
+    const uint32_t size = std::min<uint32_t>(out->struct_size, sizeof(info));
+    std::memcpy(out, &info, size);
+    out->struct_size = size;
+  });
+}
+
+sy_status h_graph_evaluate(const sy_graph* g, const sy_probe_shape* shape, const sy_value_id* feed_ids, const sy_tensor* feeds,
+                           int32_t num_feeds, const sy_value_id* want, int32_t num_want, sy_tensor* out) {
+  return host_call([&] {
+    PassEnv& env = env_of(g);
+    const ModelIO& io = io_of(g);
+    const Graph& graph = G(g);
+    SY_CHECK(shape && shape->batch >= 1 && shape->past_len >= 0 && shape->new_len >= 1, "graph_evaluate: bad probe shape");
+    SY_CHECK(num_feeds >= 0 && num_want >= 1 && (num_feeds == 0 || (feed_ids && feeds)) && want && out, "graph_evaluate: bad arrays");
+    ProbeCase c;
+    c.past = shape->past_len;
+    c.lengths.assign(static_cast<size_t>(shape->batch), shape->new_len);
+    ProbeInputs inputs = synthetic_decoder_inputs(graph, io, c, env.vocab_size, 0x5717c4a9d);
+    std::vector<ValueId> fed = inputs.ids;
+    std::vector<Tensor> tensors = inputs.tensors;
+    for (int32_t i = 0; i < num_feeds; ++i) {
+      value_at(graph, feed_ids[i]);
+      const sy_tensor& t = feeds[i];
+      SY_CHECK(t.device == SY_DEVICE_CPU && t.rank >= 0 && t.rank <= SY_MAX_RANK && (t.rank == 0 || t.dims) && dtype_is_known(t.dtype),
+               "graph_evaluate: feed " << i << " is not a host tensor");
+      Tensor copy = Tensor::empty(static_cast<DType>(t.dtype), Shape(std::span<const int64_t>(t.dims, static_cast<size_t>(t.rank))));
+      if (copy.bytes()) std::memcpy(copy.raw(), t.data, copy.bytes());
+      fed.push_back(feed_ids[i]);
+      tensors.push_back(copy);
+    }
+    std::vector<ValueId> wanted;
+    for (int32_t i = 0; i < num_want; ++i) wanted.push_back((value_at(graph, want[i]), want[i]));
+    SubgraphRunner runner(graph, *env.registry, env.threads, fed, wanted);
+    std::vector<Tensor> results = runner.run(tensors);
+    for (int32_t i = 0; i < num_want; ++i) {
+      env.arena.push_back(results[static_cast<size_t>(i)]);
+      out[i] = view_of(env.arena.back());
+    }
+  });
+}
+
+sy_status h_graph_mark_approximate(sy_graph* g, const char* reason) {
+  return host_call([&] { env_of(g).approximate = reason && *reason ? reason : "declared approximate"; });
+}
+
 sy_host_api make_table() {
   sy_host_api t{};
   t.struct_size = sizeof(sy_host_api);
@@ -453,6 +556,10 @@ sy_host_api make_table() {
   t.graph_output_name = h_graph_output_name;
   t.graph_output_value = h_graph_output_value;
   t.graph_remove_output = h_graph_remove_output;
+  t.graph_value_role = h_graph_value_role;
+  t.graph_model_info = h_graph_model_info;
+  t.graph_evaluate = h_graph_evaluate;
+  t.graph_mark_approximate = h_graph_mark_approximate;
   return t;
 }
 

@@ -195,6 +195,8 @@ bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
   const int64_t target_kv = options.get_int("kv_heads");
   const int64_t window = options.get_int("window");
   if (window < 0) throw sy::plugin::Error("window must be >= 0", SY_INVALID_ARGUMENT);
+  // Pooling KV heads or imposing a window changes the model's attention.
+  if (target_kv > 0 || window > 0) g.mark_approximate("kv_heads/window options change the attention");
   int fused = 0;
   const int32_t count = g.node_count();
   for (sy_node_id sm = 0; sm < count; ++sm) {

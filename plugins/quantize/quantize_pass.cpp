@@ -222,6 +222,9 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
   msg << "quantize: " << quantized << " weights quantized, " << from_qdq << " QDQ weights mapped, " << kept
       << " kept in fp32 by rule; weight bytes " << bytes_before << " -> " << bytes_after;
   sy::plugin::log(SY_LOG_INFO, msg.str());
+  // Re-quantized weights change the outputs by design (eval measures by how
+  // much); weights mapped from QDQ keep their values and stay probed.
+  if (quantized > 0) g.mark_approximate(std::to_string(quantized) + " weights quantized");
   return quantized + from_qdq > 0;
 }
 

@@ -42,6 +42,9 @@ struct FaultWrap {
       g.remove_node(n);
       ++wrapped;
     }
+    // Kernels set to fail or stall are not to be run by the load-time
+    // equivalence probe (it would consume the configured failure).
+    if (fail_on > 0 || delay > 0) g.mark_approximate("fault injection configured");
     // Fails after having rewritten the graph: the host must not run it.
     if (o.get_bool("fail")) throw Error("fault-wrap: failing after rewriting " + std::to_string(wrapped) + " nodes, as configured");
     return wrapped > 0;

@@ -31,6 +31,9 @@
  *
  * Changelog (append only):
  *   1.0  initial ABI: passes, kernels, schedulers, cache managers, drafters.
+ *   1.1  model-aware passes: graph_value_role, graph_model_info,
+ *        graph_evaluate (run part of the graph on synthetic decoder inputs),
+ *        graph_mark_approximate (opt out of the host's equivalence probe).
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -43,7 +46,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 0
+#define SY_PLUGIN_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -155,6 +158,42 @@ typedef struct sy_step_context {
   const sy_tensor* value_cache; /* [num_layers] */
 } sy_step_context;
 
+/* ------------------------------------------ model facts for passes (1.1) */
+
+/* The role a graph input or output plays in the decoder-with-past interface,
+ * as the host's interface discovery sees it (by role, not by one spelling). */
+enum {
+  SY_ROLE_NONE = 0,
+  SY_ROLE_TOKEN_IDS = 1,
+  SY_ROLE_ATTENTION_MASK = 2,
+  SY_ROLE_POSITION_IDS = 3,
+  SY_ROLE_PAST_KEY = 4,
+  SY_ROLE_PAST_VALUE = 5,
+  SY_ROLE_PRESENT_KEY = 6,
+  SY_ROLE_PRESENT_VALUE = 7,
+  SY_ROLE_LOGITS = 8
+};
+
+/* What the host knows of the model a pass rewrites; 0 where unknown. */
+typedef struct sy_model_info {
+  uint32_t struct_size;
+  int32_t num_layers;
+  int32_t kv_heads;
+  int32_t head_dim;
+  int32_t right_padding; /* 1: rows right-padded, positions from the mask sums */
+  int64_t max_context;
+  int64_t vocab_size;
+} sy_model_info;
+
+/* The shape of a synthetic decoder step for graph_evaluate: `batch` rows of
+ * `new_len` new tokens after `past_len` cached tokens each (no padding). */
+typedef struct sy_probe_shape {
+  uint32_t struct_size;
+  int32_t batch;
+  int32_t past_len;
+  int32_t new_len;
+} sy_probe_shape;
+
 /* ----------------------------------------------------------- host API */
 
 typedef void (*sy_parallel_fn)(void* user, int64_t begin, int64_t end);
@@ -254,6 +293,27 @@ typedef struct sy_host_api {
    * the KV); SY_NOT_FOUND if there is none. Inputs nothing reads any more
    * need not be fed by the engine. */
   sy_status (*graph_remove_output)(sy_graph* g, const char* name);
+
+  /* ---- 1.1: check SY_HAS_FIELD(host, sy_host_api, <name>) before calling. */
+
+  /* The role (SY_ROLE_*) of value v and, for KV roles, its layer (else -1).
+   * Valid on the graph a pass is running on. */
+  sy_status (*graph_value_role)(const sy_graph* g, sy_value_id v, int32_t* role, int32_t* layer);
+  /* Fills what is known of the model (out->struct_size set by the caller). */
+  sy_status (*graph_model_info)(const sy_graph* g, sy_model_info* out);
+  /* Evaluates `want` values of the graph on synthetic decoder inputs of the
+   * given shape (seeded token ids, all-ones mask, positions, random past
+   * keys/values), with the `feeds` values supplied from outside (their
+   * producers do not run). Only the nodes the wanted values need run. out[i]
+   * are host tensors owned by the host, valid until the pass returns. Only
+   * inside a pass's run (SY_UNSUPPORTED elsewhere). */
+  sy_status (*graph_evaluate)(const sy_graph* g, const sy_probe_shape* shape, const sy_value_id* feed_ids,
+                              const sy_tensor* feeds, int32_t num_feeds, const sy_value_id* want, int32_t num_want,
+                              sy_tensor* out);
+  /* Declares the running pass's rewrite approximate (quantized weights,
+   * pooled KV heads): the host's equivalence probe, which otherwise holds
+   * every rewrite to the original's outputs, skips it. `reason` is copied. */
+  sy_status (*graph_mark_approximate)(sy_graph* g, const char* reason);
 } sy_host_api;
 
 /* ------------------------------------------------------- component kinds */

@@ -25,6 +25,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "switchyard/plugin.h"
@@ -198,6 +199,43 @@ class GraphReader {
   sy_node_id producer(sy_value_id v) const { return v == SY_NO_VALUE ? -1 : host()->value_producer(cg_, v); }
   int32_t use_count(sy_value_id v) const { return host()->value_use_count(cg_, v); }
   bool is_graph_output(sy_value_id v) const { return host()->value_is_graph_output(cg_, v) != 0; }
+  // ABI 1.1 (throws Error(SY_UNSUPPORTED) on an older host).
+  // The decoder-interface role (SY_ROLE_*) of a value and its layer (-1 if none).
+  std::pair<int32_t, int32_t> role(sy_value_id v) const {
+    require(SY_HAS_FIELD(host(), sy_host_api, graph_value_role), "graph_value_role");
+    int32_t role = SY_ROLE_NONE, layer = -1;
+    check(host()->graph_value_role(cg_, v, &role, &layer), "graph_value_role");
+    return {role, layer};
+  }
+  sy_model_info model_info() const {
+    require(SY_HAS_FIELD(host(), sy_host_api, graph_model_info), "graph_model_info");
+    sy_model_info info{};
+    info.struct_size = sizeof(info);
+    check(host()->graph_model_info(cg_, &info), "graph_model_info");
+    return info;
+  }
+  // Evaluates `want` on a synthetic decoder step (batch rows of new_len
+  // tokens after past_len cached ones) with `feeds` supplied from outside.
+  // The views stay valid until the pass returns.
+  std::vector<TensorView> evaluate(int32_t batch, int32_t past_len, int32_t new_len,
+                                   const std::vector<std::pair<sy_value_id, sy_tensor>>& feeds,
+                                   const std::vector<sy_value_id>& want) const {
+    require(SY_HAS_FIELD(host(), sy_host_api, graph_evaluate), "graph_evaluate");
+    sy_probe_shape shape{sizeof(sy_probe_shape), batch, past_len, new_len};
+    std::vector<sy_value_id> ids;
+    std::vector<sy_tensor> tensors;
+    for (const auto& [v, t] : feeds) {
+      ids.push_back(v);
+      tensors.push_back(t);
+    }
+    std::vector<sy_tensor> out(want.size());
+    check(host()->graph_evaluate(cg_, &shape, ids.data(), tensors.data(), static_cast<int32_t>(ids.size()), want.data(),
+                                 static_cast<int32_t>(want.size()), out.data()),
+          "graph_evaluate");
+    std::vector<TensorView> views(out.size());
+    for (size_t i = 0; i < out.size(); ++i) views[i].raw = out[i];
+    return views;
+  }
   std::vector<sy_value_id> graph_inputs() const {
     std::vector<sy_value_id> v;
     for (int32_t i = 0; i < host()->graph_input_count(cg_); ++i) v.push_back(host()->graph_input(cg_, i));
@@ -205,6 +243,9 @@ class GraphReader {
   }
 
  protected:
+  static void require(bool present, const char* what) {
+    if (!present) throw Error(std::string("this host predates ") + what + " (plugin ABI 1.1)", SY_UNSUPPORTED);
+  }
   const sy_graph* cg_;
 };
 
@@ -244,6 +285,11 @@ class GraphRef : public GraphReader {
   bool remove_output(const std::string& name) { return host()->graph_remove_output(g_, name.c_str()) == SY_OK; }
   void replace_all_uses(sy_value_id from, sy_value_id to) { check(host()->graph_replace_all_uses(g_, from, to), "replace_all_uses"); }
   void remove_node(sy_node_id n) { check(host()->graph_remove_node(g_, n), "remove_node"); }
+  // ABI 1.1: this rewrite is approximate (the host's equivalence probe skips
+  // it). A no-op on older hosts, which have no probe.
+  void mark_approximate(const std::string& reason) {
+    if (SY_HAS_FIELD(host(), sy_host_api, graph_mark_approximate)) check(host()->graph_mark_approximate(g_, reason.c_str()), "graph_mark_approximate");
+  }
 
  private:
   sy_graph* g_;
