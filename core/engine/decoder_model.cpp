@@ -123,11 +123,27 @@ void DecoderModel::discover_interface() {
     SY_CHECK(static_cast<int>(layers.size()) == num_paged_layers_ && *layers.begin() == 0,
              path_ << ": PagedAttention nodes do not cover layers 0.." << num_paged_layers_ - 1);
     SY_CHECK(kv_heads_ > 0 && head_dim_ > 0, path_ << ": PagedAttention nodes lack kv_heads/head_dim attributes");
-    for (size_t i = 0; i < g.inputs.size(); ++i)
-      SY_CHECK(static_cast<int>(i) == input_ids || static_cast<int>(i) == position_ids || static_cast<int>(i) == logits_indices ||
-                   !executor_->input_used(i),
-               path_ << ": after attention fusion graph input '" << g.values[static_cast<size_t>(g.inputs[i])].name
-                     << "' is still read; some attention subgraph was not fused (see the attention-fusion warnings)");
+    // Past inputs the fused graph still reads for their shape only (an
+    // exporter that takes the batch size from a past tensor) get an empty
+    // past of one row: the step engine's batch is one flattened row.
+    std::set<int> past_slots;
+    for (const KvLayer& l : io_.layers) past_slots.insert({l.past_key, l.past_value});
+    std::vector<int> uses_by_data(g.values.size(), 0);
+    for (const Node& n : g.nodes)
+      if (!n.dead && !(n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size")))
+        for (ValueId v : n.inputs)
+          if (v != kNoValue) ++uses_by_data[static_cast<size_t>(v)];
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      const int slot = static_cast<int>(i);
+      if (slot == input_ids || slot == position_ids || slot == logits_indices || !executor_->input_used(i)) continue;
+      const Value& v = g.values[static_cast<size_t>(g.inputs[i])];
+      SY_CHECK(past_slots.count(slot) && uses_by_data[static_cast<size_t>(g.inputs[i])] == 0,
+               path_ << ": after attention fusion graph input '" << v.name << "' is still read; some attention subgraph was not fused");
+      Shape s{1, kv_heads_, 0, head_dim_};
+      for (const KvLayer& l : io_.layers)
+        if (l.past_key == slot && l.key_seq_axis == 3) s = Shape{1, kv_heads_, head_dim_, 0};
+      shape_only_inputs_.emplace_back(slot, Tensor::empty(v.dtype == DType::Undefined ? DType::F32 : v.dtype, s));
+    }
     return;
   }
   kv_heads_ = io_.kv_heads;

@@ -77,6 +77,9 @@ class DecoderModel {
   const std::vector<int>& past_value_inputs() const { return past_value_inputs_; }
   const std::vector<int>& present_key_outputs() const { return present_key_outputs_; }
   const std::vector<int>& present_value_outputs() const { return present_value_outputs_; }
+  // Step engine: past inputs the fused graph reads only the shape of, with
+  // the empty one-row tensor to feed each.
+  const std::vector<std::pair<int, Tensor>>& shape_only_inputs() const { return shape_only_inputs_; }
 
  private:
   void discover_interface();
@@ -86,6 +89,7 @@ class DecoderModel {
   ModelIO io_;
   std::unique_ptr<Executor> executor_;
   std::vector<int> past_key_inputs_, past_value_inputs_, present_key_outputs_, present_value_outputs_;
+  std::vector<std::pair<int, Tensor>> shape_only_inputs_;
   int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096, vocab_size_ = -1;
   int num_paged_layers_ = 0;
   bool paged_ = false;

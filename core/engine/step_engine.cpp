@@ -610,6 +610,7 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch, const std::vecto
   Executor& ex = model_.executor();
   std::vector<Tensor> inputs(ex.graph().inputs.size());
   inputs[static_cast<size_t>(model_.input_ids)] = ids;
+  for (const auto& [slot, empty] : model_.shape_only_inputs()) inputs[static_cast<size_t>(slot)] = empty;
   if (model_.position_ids >= 0 && ex.input_used(static_cast<size_t>(model_.position_ids)))
     inputs[static_cast<size_t>(model_.position_ids)] = pos;
   const bool selected_in_graph = model_.logits_indices >= 0;

@@ -6,8 +6,8 @@ namespace sy {
 namespace {
 
 // Nodes that provably return their input unchanged: Identity, Dropout
-// (inference), Cast to the same type, Expand/Tile/Reshape that do not change
-// a statically known shape.
+// (inference), Cast to the same type, a Concat of one input, Expand/Tile/
+// Reshape that do not change a statically known shape.
 bool is_noop(const Graph& g, const Node& n) {
   if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
   const Value& x = g.values[static_cast<size_t>(n.inputs[0])];
@@ -17,6 +17,7 @@ bool is_noop(const Graph& g, const Node& n) {
     return v.constant ? &*v.constant : nullptr;
   };
   if (n.op_type == "Identity") return true;
+  if (n.op_type == "Concat") return n.inputs.size() == 1;  // TorchScript exports of a DynamicCache
   if (n.op_type == "Dropout") return n.outputs.size() == 1 || n.outputs[1] == kNoValue;
   if (n.op_type == "Cast") return x.dtype != DType::Undefined && static_cast<int64_t>(x.dtype) == n.attr_int("to", -1);
   if (n.op_type == "Tile") {

@@ -48,6 +48,7 @@ SubgraphRunner::SubgraphRunner(const Graph& g, const KernelRegistry& registry, T
   }
   for (size_t n = 0; n < c.nodes.size(); ++n)
     if (!live[n]) c.nodes[n].dead = true;
+  fed_ = fed;
   reads_.resize(fed.size());
   for (size_t i = 0; i < fed.size(); ++i) reads_[i] = needed_value[static_cast<size_t>(fresh[i])];
   // Graph inputs nobody feeds stay declared (a node reading one fails clearly).
@@ -67,6 +68,12 @@ std::vector<Tensor> SubgraphRunner::run(const std::vector<Tensor>& feeds, const 
   for (size_t i = 0; i < feeds.size(); ++i)
     if (reads_[i]) inputs[static_cast<size_t>(input_of_fed_[i])] = feeds[i];
   return executor_->run(inputs, step);
+}
+
+bool SubgraphRunner::reads_input(ValueId fed_value) const {
+  for (size_t i = 0; i < fed_.size(); ++i)
+    if (fed_[i] == fed_value) return reads_[i];
+  return false;
 }
 
 int64_t ProbeCase::width() const { return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end()); }

@@ -26,12 +26,14 @@ class SubgraphRunner {
   std::vector<Tensor> run(const std::vector<Tensor>& feeds, const void* step = nullptr);
   // Which of the fed values the pruned graph reads (others need no tensor).
   bool reads(size_t fed_index) const { return reads_[fed_index]; }
+  bool reads_input(ValueId fed_value) const;
 
  private:
   std::shared_ptr<Graph> graph_;
   std::unique_ptr<Executor> executor_;
   std::vector<int> input_of_fed_;  // executor input slot of each fed value, -1 if pruned away
   std::vector<bool> reads_;
+  std::vector<ValueId> fed_;
 };
 
 // One synthetic decoder step: rows of `lengths` new tokens (padded to the

@@ -1,179 +1,123 @@
-// The attention-fusion pass: finds each layer's attention subgraph in a
-// decoder-with-past export and replaces it with one switchyard::PagedAttention
-// node that reads and writes the KV cache of the step engine.
+// The attention-fusion pass: replaces each layer's attention in a
+// decoder-with-past export with one switchyard::PagedAttention node that
+// reads and writes the step engine's KV cache.
 //
-// Matched shape (torch / optimum exports of Llama, Mistral, GPT-style):
-//   present_k = Concat(past_key_values.i.key, K_new, axis=2)     (same for V)
-//   K_rep     = [Unsqueeze, Expand, Tile, Reshape]* (present_k)    (GQA/MQA head repeat; absent for MHA)
-//   scores    = MatMul(Q, Transpose(K_rep, perm=[0,1,3,2]))
-//   scores    = Div(scores, c) | Mul(scores, c)                    (optional scaling)
-//   scores    = Add(scores, mask)                                  (optional causal/padding mask)
-//   out       = MatMul(Softmax(scores, axis=-1), V_rep)
-// becomes out = PagedAttention(Q, K_new, V_new) {layer, scale, window}. The
-// present.i.* outputs are dropped (the cache manager owns the KV) and the
-// mask subgraph dies with them. A Softmax that does not fit is left alone
-// and the reason is logged.
+// Recognition is anchored on what every decoder export has, the layer's past
+// key/value inputs (found by role, whatever their spelling), not on one
+// exporter's op pattern:
+//   explicit attention   past -> Concat(past, new) -> [head repeat, transpose,
+//                        scalar scale]* -> MatMul(Q, K^T) -> [scale, soft-cap
+//                        tanh(x/c)*c, mask Add/Where, Cast]* -> Softmax ->
+//                        [Cast, NaN guard]* -> MatMul(P, V)
+//   GroupQueryAttention  (onnxruntime-genai) mapped attribute for attribute,
+//                        rotary included
+// Everything between is either carried into the fused op's attributes
+// (scale, softcap, window) or the layer is refused with the construct named.
+// The mask is not pattern-matched: the pass evaluates it (the scores fed as
+// zeros, so the softmax input is the additive mask) on a prefill, a chunk and
+// a long decode, and accepts only a causal mask with at most a sliding window;
+// a bias of any other value (ALiBi, relative positions) is refused. The
+// host's equivalence probe then proves each rewritten layer.
 #include "attention_plugin.h"
 
 #include <cmath>
+#include <map>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 
 namespace sy_attention {
 namespace {
 
+using sy::plugin::Error;
 using sy::plugin::GraphRef;
+
+// A layer whose attention the fused op cannot express.
+struct Refusal {
+  std::string why;
+};
+[[noreturn]] void refuse(const std::string& why) { throw Refusal{why}; }
 
 std::optional<float> scalar_constant(const GraphRef& g, sy_value_id v) {
   auto t = g.constant(v);
   if (!t || t->numel() != 1) return std::nullopt;
-  if (t->dtype() == SY_DTYPE_FLOAT32) return t->data<float>()[0];
-  if (t->dtype() == SY_DTYPE_FLOAT64) return static_cast<float>(t->data<double>()[0]);
-  return std::nullopt;
+  switch (t->dtype()) {
+    case SY_DTYPE_FLOAT32: return t->data<float>()[0];
+    case SY_DTYPE_FLOAT64: return static_cast<float>(t->data<double>()[0]);
+    default: return std::nullopt;
+  }
 }
 
-struct KvSource {
-  sy_value_id past_input = SY_NO_VALUE;
-  sy_value_id new_kv = SY_NO_VALUE;
-  sy_value_id present = SY_NO_VALUE;
-  int layer = -1;
-  bool is_key = false;
+std::string node_label(const GraphRef& g, sy_node_id n) { return g.op_type(n) + " '" + g.name(n) + "'"; }
+
+// Which nodes read each value (built once, before any rewriting).
+class Consumers {
+ public:
+  explicit Consumers(const GraphRef& g) {
+    for (sy_node_id n = 0; n < g.node_count(); ++n) {
+      if (g.op_type(n).empty()) continue;  // removed
+      for (int32_t i = 0; i < g.input_count(n); ++i)
+        if (g.input(n, i) != SY_NO_VALUE) by_value_[g.input(n, i)].push_back(n);
+    }
+  }
+  const std::vector<sy_node_id>& of(sy_value_id v) const {
+    static const std::vector<sy_node_id> none;
+    auto it = by_value_.find(v);
+    return it == by_value_.end() ? none : it->second;
+  }
+
+ private:
+  std::map<sy_value_id, std::vector<sy_node_id>> by_value_;
 };
 
-// Walks back from the attention operand through the head-repeat ops to the
-// Concat with the past input.
-std::optional<KvSource> trace_kv(const GraphRef& g, sy_value_id v, std::string& why) {
-  for (int depth = 0; depth < 8; ++depth) {
-    sy_node_id n = g.producer(v);
-    if (n < 0) {
-      why = "the KV operand does not come from a Concat with a past_key_values input";
+// The value of a scalar operand: a constant, or a data-independent scalar an
+// exporter computes from shapes (GPT-2's 1/sqrt(head size) from Shape(q)[-1]),
+// which must evaluate to the same value on two different probe shapes.
+std::optional<float> scalar_value(const GraphRef& g, sy_value_id v) {
+  if (auto c = scalar_constant(g, v)) return c;
+  if (g.constant(v)) return std::nullopt;
+  static thread_local std::map<std::pair<const void*, sy_value_id>, std::optional<float>> memo;
+  auto key = std::make_pair(static_cast<const void*>(&g), v);
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  std::optional<float> out;
+  try {
+    auto a = g.evaluate(1, 0, 4, {}, {v}), b = g.evaluate(1, 3, 2, {}, {v});
+    auto read = [](const sy::plugin::TensorView& t) -> std::optional<float> {
+      if (t.numel() != 1) return std::nullopt;
+      if (t.dtype() == SY_DTYPE_FLOAT32) return t.data<float>()[0];
+      if (t.dtype() == SY_DTYPE_FLOAT64) return static_cast<float>(t.data<double>()[0]);
       return std::nullopt;
-    }
-    std::string op = g.op_type(n);
-    if (op == "Unsqueeze" || op == "Expand" || op == "Tile" || op == "Reshape") {
-      v = g.input(n, 0);
-      continue;
-    }
-    if (op != "Concat") break;
-    auto axis = g.attr_int(n, "axis");
-    if (g.input_count(n) != 2 || !axis || (*axis != 2 && *axis != -2)) {
-      why = "the KV Concat is not a (past, new) concat on the sequence axis";
-      return std::nullopt;
-    }
-    KvSource s;
-    s.past_input = g.input(n, 0);
-    s.new_kv = g.input(n, 1);
-    s.present = g.output(n, 0);
-    std::string name = g.value_name(s.past_input);
-    const std::string prefix = "past_key_values.";
-    if (g.producer(s.past_input) >= 0 || name.rfind(prefix, 0) != 0) {
-      why = "the KV Concat does not read a past_key_values.N input";
-      return std::nullopt;
-    }
-    size_t dot = name.find('.', prefix.size());
-    if (dot == std::string::npos) {
-      why = "cannot read the layer number of '" + name + "'";
-      return std::nullopt;
-    }
-    s.layer = std::stoi(name.substr(prefix.size(), dot - prefix.size()));
-    s.is_key = name.substr(dot) == ".key";
-    return s;
-  }
-  why = "the KV operand does not come from a Concat with a past_key_values input";
-  return std::nullopt;
-}
-
-// The value consumed by the node, skipping a Transpose that swaps the last two axes.
-std::optional<sy_value_id> untranspose_last2(const GraphRef& g, sy_value_id v) {
-  sy_node_id n = g.producer(v);
-  if (n < 0 || !g.is(n, "Transpose")) return std::nullopt;
-  auto perm = g.attr_ints(n, "perm");
-  if (!perm || perm->size() != 4 || (*perm)[0] != 0 || (*perm)[1] != 1 || (*perm)[2] != 3 || (*perm)[3] != 2) return std::nullopt;
-  return g.input(n, 0);
-}
-
-struct Match {
-  sy_value_id q, k_new, v_new, out, past_k;
-  sy_node_id pv_matmul;
-  float scale;
-  int layer;
-  std::string present_k, present_v;
-};
-
-std::optional<Match> match_softmax(const GraphRef& g, sy_node_id sm, std::string& why) {
-  auto axis = g.attr_int(sm, "axis");
-  if (axis && *axis != -1 && *axis != 3) {
-    why = "Softmax is not over the last axis";
-    return std::nullopt;
-  }
-  // Consumer: MatMul(P, V_rep) — find it among the nodes reading the softmax.
-  sy_value_id p = g.output(sm, 0);
-  sy_node_id pv = -1;
-  for (sy_node_id n = 0; n < g.node_count(); ++n)
-    if (g.is(n, "MatMul") && g.input(n, 0) == p) pv = n;
-  if (pv < 0 || g.use_count(p) != 1) {
-    why = "the Softmax output does not feed exactly one MatMul with V";
-    return std::nullopt;
-  }
-  // Producer chain of the scores.
-  sy_value_id s = g.input(sm, 0);
-  float scale = 1.0f;
-  sy_node_id n = g.producer(s);
-  if (n >= 0 && g.is(n, "Add")) {
-    // One side is the scores, the other the mask.
-    sy_value_id a = g.input(n, 0), b = g.input(n, 1);
-    auto scores_like = [&](sy_value_id v) {
-      sy_node_id pn = g.producer(v);
-      return pn >= 0 && (g.is(pn, "Div") || g.is(pn, "Mul") || g.is(pn, "MatMul"));
     };
-    s = scores_like(a) ? a : b;
-    n = g.producer(s);
+    auto x = read(a[0]), y = read(b[0]);
+    if (x && y && *x == *y) out = x;
+  } catch (const Error&) {
+    // Not a scalar that can be evaluated on its own.
   }
-  if (n >= 0 && (g.is(n, "Div") || g.is(n, "Mul"))) {
-    auto c = scalar_constant(g, g.input(n, 1));
-    sy_value_id x = g.input(n, 0);
-    if (!c && g.is(n, "Mul")) {
-      c = scalar_constant(g, g.input(n, 0));
-      x = g.input(n, 1);
-    }
-    if (!c) {
-      why = "the score scaling is not by a scalar constant";
-      return std::nullopt;
-    }
-    scale = g.is(n, "Div") ? 1.0f / *c : *c;
-    n = g.producer(x);
-  }
-  if (n < 0 || !g.is(n, "MatMul")) {
-    why = "the scores are not MatMul(Q, K^T)";
-    return std::nullopt;
-  }
-  sy_value_id q = g.input(n, 0);
-  auto k_rep = untranspose_last2(g, g.input(n, 1));
-  if (!k_rep) {
-    why = "K enters the score MatMul without a Transpose(perm=[0,1,3,2])";
-    return std::nullopt;
-  }
-  auto k = trace_kv(g, *k_rep, why);
-  if (!k) return std::nullopt;
-  auto v = trace_kv(g, g.input(pv, 1), why);
-  if (!v) return std::nullopt;
-  if (!k->is_key || v->is_key || k->layer != v->layer) {
-    why = "K and V come from mismatched past inputs";
-    return std::nullopt;
-  }
-  Match m;
-  m.q = q;
-  m.k_new = k->new_kv;
-  m.past_k = k->past_input;
-  m.v_new = v->new_kv;
-  m.out = g.output(pv, 0);
-  m.pv_matmul = pv;
-  m.scale = scale;
-  m.layer = k->layer;
-  m.present_k = "present." + std::to_string(k->layer) + ".key";
-  m.present_v = "present." + std::to_string(k->layer) + ".value";
-  return m;
+  memo[key] = out;
+  return out;
 }
+
+// Scalar factor of a Mul/Div node whose other operand is a scalar.
+std::optional<float> scalar_factor(const GraphRef& g, sy_node_id n, sy_value_id chain) {
+  const bool mul = g.is(n, "Mul"), div = g.is(n, "Div");
+  if (!mul && !div) return std::nullopt;
+  const sy_value_id a = g.input(n, 0), b = g.input(n, 1);
+  if (div) {
+    if (a != chain) return std::nullopt;  // c / x is not a scaling
+    auto c = scalar_value(g, b);
+    if (!c || *c == 0.f) return std::nullopt;
+    return 1.f / *c;
+  }
+  return scalar_value(g, a == chain ? b : a);
+}
+
+// The one KV layer of a model: its past inputs and present outputs.
+struct KvLayer {
+  int layer = -1;
+  sy_value_id past_k = SY_NO_VALUE, past_v = SY_NO_VALUE;
+  std::string present_k, present_v;  // output names
+};
 
 // Mean-pools the KV heads of K_new / V_new ([B, KVH, T, D]) into `target`
 // groups. Equivalent to mean-pooling each group's projection weights (the
@@ -189,61 +133,461 @@ sy_value_id pool_heads(GraphRef& g, sy_value_id kv, int64_t kv_heads, int64_t ta
   return m[0];
 }
 
+// What one layer's attention became after matching.
+struct Match {
+  int layer = -1;
+  sy_value_id q = SY_NO_VALUE, k_new = SY_NO_VALUE, v_new = SY_NO_VALUE;
+  sy_value_id out = SY_NO_VALUE;           // value the fused op replaces
+  std::vector<sy_node_id> replaced;        // nodes that die with it (the final MatMul or the GQA node)
+  sy_value_id scores = SY_NO_VALUE;        // explicit form: the score MatMul's output
+  sy_value_id softmax_in = SY_NO_VALUE;    // explicit form: the softmax input
+  bool has_mask = false;
+  bool keys_transposed = false;            // K_new stored [B, KVH, D, S]
+  float scale = 1.f, softcap = 0.f;
+  int64_t window = 0;
+  // GroupQueryAttention form: [1, T, H*D] layout, rotary in the op.
+  bool packed_layout = false;
+  int64_t heads = 0;
+  sy_value_id cos = SY_NO_VALUE, sin = SY_NO_VALUE;
+  bool rotary_interleaved = false;
+  std::vector<std::string> carried;        // what was understood, for the log and inspect
+};
+
+// Follows a value through ops that only repeat, reshape or scale it, to the
+// nodes that consume it otherwise. Shape queries are ignored.
+class Walker {
+ public:
+  Walker(const GraphRef& g, const Consumers& c) : g_(g), c_(c) {}
+
+  // From the concatenated keys to the score MatMul (K is its input 1).
+  sy_node_id keys_to_scores(sy_value_id k, float& scale, std::vector<std::string>& carried) {
+    sy_node_id found = -1;
+    std::vector<sy_value_id> frontier{k};
+    std::set<sy_value_id> seen;
+    while (!frontier.empty()) {
+      sy_value_id v = frontier.back();
+      frontier.pop_back();
+      if (!seen.insert(v).second) continue;
+      for (sy_node_id n : c_.of(v)) {
+        const std::string op = g_.op_type(n);
+        if (op == "Shape" || op == "Size") continue;
+        if (op == "MatMul" && g_.input(n, 1) == v) {
+          if (found >= 0 && found != n) refuse("the keys feed two score products ('" + g_.name(found) + "' and '" + g_.name(n) + "')");
+          found = n;
+          continue;
+        }
+        if (op == "Unsqueeze" || op == "Expand" || op == "Reshape" || op == "Tile" || op == "Transpose" || op == "Cast" ||
+            op == "Identity" || op == "Squeeze") {
+          if (g_.input(n, 0) != v) refuse("the keys are the shape operand of " + node_label(g_, n));
+          frontier.push_back(g_.output(n, 0));
+          continue;
+        }
+        if (auto f = scalar_factor(g_, n, v)) {
+          scale *= *f;
+          carried.push_back("key scaling " + std::to_string(*f) + " (" + node_label(g_, n) + ")");
+          frontier.push_back(g_.output(n, 0));
+          continue;
+        }
+        refuse("the keys feed " + node_label(g_, n) + ", which the fused op cannot express");
+      }
+    }
+    if (found < 0) refuse("the keys reach no score product MatMul(Q, K^T)");
+    return found;
+  }
+
+  // From the probabilities back to... forward to the value product; returns the MatMul.
+  sy_node_id probs_to_output(sy_value_id p) {
+    for (int depth = 0; depth < 8; ++depth) {
+      std::vector<sy_node_id> users;
+      for (sy_node_id n : c_.of(p))
+        if (!g_.is(n, "IsNaN") && !g_.is(n, "Shape")) users.push_back(n);
+      if (users.size() != 1) refuse("the attention probabilities feed " + std::to_string(users.size()) + " nodes, expected one value product");
+      sy_node_id n = users[0];
+      if (g_.is(n, "MatMul") && g_.input(n, 0) == p) return n;
+      if (g_.is(n, "Cast") || g_.is(n, "Identity")) {
+        p = g_.output(n, 0);
+        continue;
+      }
+      // NaN guard of fully masked rows: Where(IsNaN(p), 0, p) (no causal row is fully masked).
+      if (g_.is(n, "Where") && g_.input(n, 2) == p) {
+        sy_node_id cond = g_.producer(g_.input(n, 0));
+        if (cond >= 0 && g_.is(cond, "IsNaN") && g_.input(cond, 0) == p) {
+          p = g_.output(n, 0);
+          continue;
+        }
+      }
+      refuse("the attention probabilities pass through " + node_label(g_, n) + ", which the fused op cannot express");
+    }
+    refuse("no value product MatMul(P, V) after the softmax");
+  }
+
+  // Back from the value product's V operand to the Concat with the past values.
+  sy_node_id values_to_concat(sy_value_id v) {
+    for (int depth = 0; depth < 10; ++depth) {
+      sy_node_id n = g_.producer(v);
+      if (n < 0) refuse("the value operand does not come from a Concat with the layer's past values");
+      const std::string op = g_.op_type(n);
+      if (op == "Concat") return n;
+      if (op == "Unsqueeze" || op == "Expand" || op == "Reshape" || op == "Tile" || op == "Cast" || op == "Identity") {
+        v = g_.input(n, 0);
+        continue;
+      }
+      refuse("the values pass through " + node_label(g_, n) + ", which the fused op cannot express");
+    }
+    refuse("the value operand does not come from a Concat with the layer's past values");
+  }
+
+ private:
+  const GraphRef& g_;
+  const Consumers& c_;
+};
+
+// Concat(past, new) along the sequence axis; returns the new part.
+sy_value_id new_part_of(const GraphRef& g, sy_node_id concat, sy_value_id past, bool& transposed) {
+  auto axis = g.attr_int(concat, "axis");
+  if (g.input_count(concat) != 2 || g.input(concat, 0) != past || !axis)
+    refuse("the past is concatenated as " + node_label(g, concat) + ", not Concat(past, new)");
+  auto shape = g.value_shape(past);
+  const int64_t rank = shape ? static_cast<int64_t>(shape->size()) : 4;
+  const int64_t ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax != 2 && ax != 3) refuse("the past is concatenated on axis " + std::to_string(*axis) + ", not the sequence axis");
+  transposed = ax == 3;
+  return g.input(concat, 1);
+}
+
+// Explicit attention: concat -> scores -> softmax -> value product.
+Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat) {
+  Match m;
+  m.layer = kv.layer;
+  Walker w(g, c);
+  m.k_new = new_part_of(g, k_concat, kv.past_k, m.keys_transposed);
+  float scale = 1.f;
+  sy_node_id qk = w.keys_to_scores(g.output(k_concat, 0), scale, m.carried);
+  m.q = g.input(qk, 0);
+  m.scores = g.output(qk, 0);
+  // Scores to Softmax: scale, soft-cap, masks, casts.
+  sy_value_id s = m.scores;
+  bool capped = false;
+  sy_node_id softmax = -1;
+  for (int depth = 0; depth < 16 && softmax < 0; ++depth) {
+    std::vector<sy_node_id> users;
+    for (sy_node_id n : c.of(s))
+      if (!g.is(n, "Shape")) users.push_back(n);
+    if (users.size() != 1) refuse("the scores feed " + std::to_string(users.size()) + " nodes, expected one chain to the softmax");
+    sy_node_id n = users[0];
+    const std::string op = g.op_type(n);
+    if (auto f = scalar_factor(g, n, s)) {
+      if (capped || m.has_mask) refuse("the scores are scaled after the soft-cap or the mask (" + node_label(g, n) + ")");
+      scale *= *f;
+      m.carried.push_back("score scaling " + std::to_string(*f) + " (" + node_label(g, n) + ")");
+    } else if (op == "Tanh") {
+      // A soft-cap c * tanh(x) with x = dot * scale is the fused op's
+      // c * tanh(dot * scale * c / c): scale * c and cap c. The Mul by c may be
+      // missing (c = 1, folded away by an exporter's optimiser).
+      auto next = c.of(g.output(n, 0));
+      const std::optional<float> factor = next.size() == 1 ? scalar_factor(g, next[0], g.output(n, 0)) : std::nullopt;
+      const float cap = factor.value_or(1.f);
+      if (capped || m.has_mask || cap <= 0.f) refuse("a tanh on the scores that is not a soft-cap c * tanh(x / c) (" + node_label(g, n) + ")");
+      scale *= cap;
+      m.softcap = cap;
+      capped = true;
+      m.carried.push_back("soft-cap " + std::to_string(cap) + " (" + node_label(g, n) + ")");
+      if (factor) n = next[0];
+    } else if (op == "Add") {
+      m.has_mask = true;
+      m.carried.push_back("mask (" + node_label(g, n) + ")");
+    } else if (op == "Where" && (g.input(n, 1) == s || g.input(n, 2) == s)) {
+      m.has_mask = true;
+      m.carried.push_back("mask (" + node_label(g, n) + ")");
+    } else if (op == "Cast" || op == "Identity") {
+    } else if (op == "Softmax") {
+      auto axis = g.attr_int(n, "axis");
+      auto shape = g.value_shape(s);
+      const int64_t rank = shape ? static_cast<int64_t>(shape->size()) : 4;
+      if (axis && *axis != -1 && *axis != rank - 1) refuse("the softmax is not over the keys (axis " + std::to_string(*axis) + ")");
+      softmax = n;
+      m.softmax_in = s;
+      break;
+    } else {
+      refuse("the scores pass through " + node_label(g, n) + ", which the fused op cannot express");
+    }
+    s = g.output(n, 0);
+  }
+  if (softmax < 0) refuse("no softmax over the scores");
+  if (!m.has_mask) refuse("the scores have no mask: this attention is not causal, and the fused op is");
+  m.scale = scale;
+  sy_node_id pv = w.probs_to_output(g.output(softmax, 0));
+  sy_node_id v_concat = w.values_to_concat(g.input(pv, 1));
+  bool v_transposed = false;
+  if (g.input(v_concat, 0) != kv.past_v) refuse("the value product reads a Concat of another layer's past values");
+  m.v_new = new_part_of(g, v_concat, kv.past_v, v_transposed);
+  if (v_transposed) refuse("the values are concatenated on the head-size axis");
+  m.out = g.output(pv, 0);
+  m.replaced.push_back(pv);
+  return m;
+}
+
+// onnxruntime-genai's GroupQueryAttention, attribute for attribute.
+Match match_gqa(const GraphRef& g, sy_node_id n, const KvLayer& kv) {
+  Match m;
+  m.layer = kv.layer;
+  if (g.input(n, 3) != kv.past_k || g.input(n, 4) != kv.past_v) refuse("GroupQueryAttention reads another layer's past key/value");
+  if (g.attr_int(n, "smooth_softmax").value_or(0) != 0) refuse("GroupQueryAttention with smooth_softmax=1");
+  if (g.input_count(n) > 9 && g.input(n, 9) != SY_NO_VALUE) refuse("GroupQueryAttention with explicit position_ids");
+  if (g.input_count(n) > 10 && g.input(n, 10) != SY_NO_VALUE) refuse("GroupQueryAttention with an attention_bias input");
+  if (g.input_count(n) > 11 && g.input(n, 11) != SY_NO_VALUE) refuse("GroupQueryAttention with a head_sink input");
+  if (g.attr_int(n, "k_quant_type").has_value()) refuse("GroupQueryAttention with a quantized KV cache");
+  m.heads = g.attr_int(n, "num_heads").value_or(0);
+  const int64_t kv_heads = g.attr_int(n, "kv_num_heads").value_or(0);
+  if (m.heads <= 0 || kv_heads <= 0) refuse("GroupQueryAttention without num_heads/kv_num_heads");
+  m.packed_layout = true;
+  m.q = g.input(n, 0);
+  m.k_new = g.input(n, 1);
+  m.v_new = g.input(n, 2);
+  m.out = g.output(n, 0);
+  m.replaced.push_back(n);
+  m.scale = g.attr_float(n, "scale").value_or(0.f);
+  m.softcap = g.attr_float(n, "softcap").value_or(0.f);
+  const int64_t lws = g.attr_int(n, "local_window_size").value_or(-1);
+  m.window = lws > 0 ? lws : 0;
+  if (g.attr_int(n, "do_rotary").value_or(0) != 0) {
+    m.cos = g.input(n, 7);
+    m.sin = g.input(n, 8);
+    if (m.cos == SY_NO_VALUE || m.sin == SY_NO_VALUE) refuse("GroupQueryAttention with do_rotary=1 but no cos/sin caches");
+    m.rotary_interleaved = g.attr_int(n, "rotary_interleaved").value_or(0) != 0;
+    m.carried.push_back("rotary (cos/sin caches, " + std::string(m.rotary_interleaved ? "interleaved" : "halves") + ")");
+  }
+  m.carried.push_back("GroupQueryAttention '" + g.name(n) + "'");
+  return m;
+}
+
+// What the mask probes have shown of one layer's window: rows where the
+// window cut keys off give its size; rows that saw every earlier key bound it
+// from below.
+struct MaskState {
+  std::optional<int64_t> window;  // seen exactly
+  int64_t longest_full = 0;       // the longest row that saw all its keys
+  int64_t verdict() const {
+    if (window && longest_full > *window) refuse("the mask shows rows of " + std::to_string(longest_full) + " keys and a window of " + std::to_string(*window));
+    return window.value_or(0);
+  }
+};
+
+// Reads one [.., S, P+S] additive mask (the softmax input for zero scores):
+// which keys each query of a step with `past` cached tokens may see. Only a
+// causal mask, possibly with a sliding window, passes.
+void classify_mask(const sy::plugin::TensorView& t, int64_t past, int64_t fresh, MaskState& state) {
+  if (t.dtype() != SY_DTYPE_FLOAT32 || t.rank() < 2) refuse("the mask evaluates to a non-float tensor");
+  const int64_t T = past + fresh, S = fresh;
+  if (t.dim(t.rank() - 1) != T || t.dim(t.rank() - 2) != S)
+    refuse("the mask evaluates to shape " + std::to_string(t.dim(t.rank() - 2)) + "x" + std::to_string(t.dim(t.rank() - 1)) +
+           ", expected " + std::to_string(S) + "x" + std::to_string(T));
+  const int64_t planes = t.numel() / (S * T);
+  const float* d = t.data<float>();
+  auto blocked = [&](float v, int64_t i, int64_t j) {
+    if (v == 0.f) return false;
+    if (v <= -1e4f) return true;  // -inf, the dtype's lowest, or a -10000 filter
+    std::ostringstream os;
+    os << "the scores get a bias that is not a 0/-inf mask (" << v << " at query " << past + i << ", key " << j
+       << "): an ALiBi or relative-position bias, which the fused op cannot express";
+    refuse(os.str());
+  };
+  for (int64_t i = 0; i < S; ++i) {
+    const int64_t pos = past + i;
+    int64_t first = -1, count = 0;
+    for (int64_t j = 0; j < T; ++j) {
+      const bool b = blocked(d[i * T + j], i, j);
+      // Every (batch, head) plane must agree with the first.
+      for (int64_t p = 1; p < planes; ++p)
+        if (blocked(d[(p * S + i) * T + j], i, j) != b) refuse("the mask differs between heads or rows");
+      if (b) continue;
+      if (j > pos) refuse("the mask lets query " + std::to_string(pos) + " see the later key " + std::to_string(j) + ": not causal");
+      if (first < 0) first = j;
+      ++count;
+    }
+    if (count == 0) refuse("the mask hides every key from query " + std::to_string(pos));
+    if (first + count != pos + 1) refuse("the keys query " + std::to_string(pos) + " sees are not one run ending at itself");
+    if (count == pos + 1) {
+      state.longest_full = std::max(state.longest_full, count);
+    } else {
+      if (state.window && *state.window != count)
+        refuse("the mask's window changes between queries (" + std::to_string(*state.window) + " and " + std::to_string(count) + ")");
+      state.window = count;
+    }
+  }
+}
+
 }  // namespace
 
 bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
   const int64_t target_kv = options.get_int("kv_heads");
-  const int64_t window = options.get_int("window");
-  if (window < 0) throw sy::plugin::Error("window must be >= 0", SY_INVALID_ARGUMENT);
+  const int64_t window_option = options.get_int("window");
+  if (window_option < 0) throw Error("window must be >= 0", SY_INVALID_ARGUMENT);
   // Pooling KV heads or imposing a window changes the model's attention.
-  if (target_kv > 0 || window > 0) g.mark_approximate("kv_heads/window options change the attention");
-  int fused = 0;
-  const int32_t count = g.node_count();
-  for (sy_node_id sm = 0; sm < count; ++sm) {
-    if (!g.is(sm, "Softmax")) continue;
-    std::string why;
-    auto m = match_softmax(g, sm, why);
-    if (!m) {
-      sy::plugin::log(SY_LOG_WARNING, "attention-fusion: Softmax '" + g.name(sm) + "' left unfused: " + why);
-      continue;
+  if (target_kv > 0 || window_option > 0) g.mark_approximate("kv_heads/window options change the attention");
+
+  std::map<int, KvLayer> layers;
+  for (sy_value_id v : g.graph_inputs()) {
+    auto [role, layer] = g.role(v);
+    if (role != SY_ROLE_PAST_KEY && role != SY_ROLE_PAST_VALUE) continue;
+    KvLayer& l = layers[layer];
+    l.layer = layer;
+    (role == SY_ROLE_PAST_KEY ? l.past_k : l.past_v) = v;
+  }
+  if (layers.empty()) throw Error("attention-fusion: the model has no past key/value inputs (not a decoder-with-past export)", SY_INVALID_ARGUMENT);
+  for (int32_t i = 0; i < g.output_count(); ++i) {
+    auto [role, layer] = g.role(g.output_value(i));
+    if (role == SY_ROLE_PRESENT_KEY) layers[layer].present_k = g.output_name(i);
+    if (role == SY_ROLE_PRESENT_VALUE) layers[layer].present_v = g.output_name(i);
+  }
+  const sy_model_info info = g.model_info();
+  const Consumers consumers(g);
+
+  // Layers fused already (a model written by `switchyard optimize`).
+  std::set<int64_t> fused_before;
+  for (sy_node_id n = 0; n < g.node_count(); ++n)
+    if (g.is(n, kOp, kDomain)) fused_before.insert(g.attr_int(n, "layer").value_or(-1));
+
+  // 1. Match every layer; a layer that cannot be fused refuses the pass.
+  std::vector<Match> matches;
+  for (const auto& [index, kv] : layers) {
+    if (fused_before.count(index)) continue;
+    try {
+      std::vector<sy_node_id> users;
+      for (sy_node_id n : consumers.of(kv.past_k))
+        if (!g.is(n, "Shape") && !g.is(n, "Size")) users.push_back(n);
+      if (users.size() != 1) refuse("the past keys feed " + std::to_string(users.size()) + " nodes, expected one");
+      sy_node_id n = users[0];
+      if (g.is(n, "GroupQueryAttention", "com.microsoft")) matches.push_back(match_gqa(g, n, kv));
+      else if (g.is(n, "Concat")) matches.push_back(match_explicit(g, consumers, kv, n));
+      else refuse("the past keys feed " + node_label(g, n) + ", neither a Concat with the new keys nor GroupQueryAttention");
+    } catch (const Refusal& r) {
+      throw Error("attention-fusion: layer " + std::to_string(index) + " cannot be fused: " + r.why, SY_UNSUPPORTED);
     }
-    sy_value_id k_new = m->k_new, v_new = m->v_new;
-    // KV geometry from the past input's declared shape [batch, kv_heads, past, head_dim].
-    auto kshape = g.value_shape(m->past_k);
-    if (!kshape || kshape->size() != 4 || (*kshape)[1] <= 0 || (*kshape)[3] <= 0) {
-      sy::plugin::log(SY_LOG_WARNING, "attention-fusion: layer " + std::to_string(m->layer) +
-                                          " left unfused: past key input has no static [_, kv_heads, _, head_dim] shape");
-      continue;
-    }
-    int64_t kv_heads = (*kshape)[1], head_dim = (*kshape)[3];
-    if (target_kv > 0) {
-      int64_t kvh = kv_heads;
-      if (kvh % target_kv != 0)
-        throw sy::plugin::Error("kv_heads=" + std::to_string(target_kv) + " does not divide the model's " + std::to_string(kvh) + " KV heads",
-                                SY_INVALID_ARGUMENT);
-      if (target_kv != kvh) {
-        std::string base = "layer" + std::to_string(m->layer);
-        k_new = pool_heads(g, k_new, kvh, target_kv, (*kshape)[3], base + "_k");
-        v_new = pool_heads(g, v_new, kvh, target_kv, (*kshape)[3], base + "_v");
-        kv_heads = target_kv;
+  }
+
+  // 2. Read each explicit layer's mask by evaluating it: zero scores make the
+  //    softmax input the additive mask. A prefill, a chunk after a past, and
+  //    a decode far enough to reveal any window the model uses.
+  std::vector<size_t> explicit_layers;
+  for (size_t i = 0; i < matches.size(); ++i)
+    if (!matches[i].packed_layout) explicit_layers.push_back(i);
+  if (!explicit_layers.empty()) {
+    const int64_t ctx = info.max_context > 0 ? info.max_context : 4096;
+    const int64_t long_past = std::min<int64_t>(ctx - 1, 4200);
+    const std::pair<int64_t, int64_t> shapes[] = {{0, std::min<int64_t>(12, ctx)}, {std::min<int64_t>(5, ctx - 3), 3}, {long_past, 1}};
+    std::map<size_t, MaskState> windows;
+    for (const auto& [past, fresh] : shapes) {
+      if (past + fresh > ctx || fresh < 1) continue;
+      std::vector<float> zeros(static_cast<size_t>(fresh * (past + fresh)), 0.f);
+      const int64_t dims[4] = {1, 1, fresh, past + fresh};
+      std::vector<std::pair<sy_value_id, sy_tensor>> feeds;
+      std::vector<sy_value_id> want;
+      for (size_t i : explicit_layers) {
+        feeds.push_back({matches[i].scores, sy_tensor{SY_DTYPE_FLOAT32, 4, dims, zeros.data(), SY_DEVICE_CPU, 0}});
+        want.push_back(matches[i].softmax_in);
+      }
+      std::vector<sy::plugin::TensorView> masks;
+      try {
+        masks = g.evaluate(1, static_cast<int32_t>(past), static_cast<int32_t>(fresh), feeds, want);
+      } catch (const Error& e) {
+        throw Error("attention-fusion: cannot evaluate the model's mask (past " + std::to_string(past) + ", " +
+                        std::to_string(fresh) + " new tokens): " + e.what(),
+                    SY_UNSUPPORTED);
+      }
+      for (size_t k = 0; k < explicit_layers.size(); ++k) {
+        Match& m = matches[explicit_layers[k]];
+        try {
+          classify_mask(masks[k], past, fresh, windows[explicit_layers[k]]);
+        } catch (const Refusal& r) {
+          throw Error("attention-fusion: layer " + std::to_string(m.layer) + " cannot be fused: " + r.why, SY_UNSUPPORTED);
+        }
       }
     }
-    std::vector<sy_value_id> out;
-    sy_node_id node = g.add_node(kDomain, kOp, "layer" + std::to_string(m->layer) + "_paged_attention", {m->q, k_new, v_new}, out);
-    g.set_attr(node, "layer", int64_t{m->layer});
-    g.set_attr(node, "scale", m->scale);
-    g.set_attr(node, "window", window);
-    g.set_attr(node, "kv_heads", kv_heads);
-    g.set_attr(node, "head_dim", head_dim);
-    g.set_type(out[0], SY_DTYPE_FLOAT32, g.value_shape(m->out));
-    g.replace_all_uses(m->out, out[0]);
-    g.remove_node(m->pv_matmul);
-    g.remove_output(m->present_k);
-    g.remove_output(m->present_v);
-    ++fused;
+    for (size_t i : explicit_layers) {
+      try {
+        matches[i].window = windows[i].verdict();
+      } catch (const Refusal& r) {
+        throw Error("attention-fusion: layer " + std::to_string(matches[i].layer) + " cannot be fused: " + r.why, SY_UNSUPPORTED);
+      }
+      matches[i].carried.push_back(matches[i].window > 0 ? "sliding window " + std::to_string(matches[i].window) + " (from the mask)"
+                                                         : "causal mask (from the mask)");
+    }
   }
-  sy::plugin::log(SY_LOG_INFO, "attention-fusion: fused " + std::to_string(fused) + " attention subgraphs");
-  return fused > 0;
+
+  // 3. Rewrite.
+  for (Match& m : matches) {
+    const KvLayer& kv = layers[m.layer];
+    auto kshape = g.value_shape(kv.past_k);
+    const int64_t kv_heads = info.kv_heads > 0 ? info.kv_heads : (kshape && kshape->size() == 4 ? (*kshape)[1] : 0);
+    const int64_t head_dim = info.head_dim;
+    if (kv_heads <= 0 || head_dim <= 0)
+      throw Error("attention-fusion: layer " + std::to_string(m.layer) + ": the KV geometry (heads, head size) is unknown", SY_UNSUPPORTED);
+    sy_value_id k_new = m.k_new, v_new = m.v_new;
+    const std::string base = "layer" + std::to_string(m.layer);
+    if (m.keys_transposed) {
+      std::vector<sy_value_id> t;
+      sy_node_id tr = g.add_node("", "Transpose", base + "_keys_untranspose", {k_new}, t);
+      g.set_attr(tr, "perm", std::vector<int64_t>{0, 1, 3, 2});
+      k_new = t[0];
+    }
+    int64_t op_kv_heads = kv_heads;
+    if (target_kv > 0 && !m.packed_layout) {
+      if (kv_heads % target_kv != 0)
+        throw Error("kv_heads=" + std::to_string(target_kv) + " does not divide the model's " + std::to_string(kv_heads) + " KV heads",
+                    SY_INVALID_ARGUMENT);
+      if (target_kv != kv_heads) {
+        k_new = pool_heads(g, k_new, kv_heads, target_kv, head_dim, base + "_k");
+        v_new = pool_heads(g, v_new, kv_heads, target_kv, head_dim, base + "_v");
+        op_kv_heads = target_kv;
+      }
+    } else if (target_kv > 0 && target_kv != kv_heads) {
+      throw Error("kv_heads pooling is not supported for GroupQueryAttention models", SY_UNSUPPORTED);
+    }
+    if (m.packed_layout && k_new == SY_NO_VALUE) {
+      // Packed QKV: split it into Q, K and V first.
+      const int64_t sizes[3] = {m.heads * head_dim, kv_heads * head_dim, kv_heads * head_dim};
+      sy_value_id split_sizes = g.add_constant(base + "_qkv_split", SY_DTYPE_INT64, {3}, sizes);
+      std::vector<sy_value_id> parts;
+      sy_node_id sp = g.add_node("", "Split", base + "_qkv_split", {m.q, split_sizes}, parts, 3);
+      g.set_attr(sp, "axis", int64_t{2});
+      m.q = parts[0];
+      k_new = parts[1];
+      v_new = parts[2];
+    }
+    std::vector<sy_value_id> inputs{m.q, k_new, v_new};
+    if (m.cos != SY_NO_VALUE) {
+      inputs.push_back(m.cos);
+      inputs.push_back(m.sin);
+    }
+    std::vector<sy_value_id> out;
+    sy_node_id node = g.add_node(kDomain, kOp, base + "_paged_attention", inputs, out);
+    const float scale = m.scale > 0.f ? m.scale : 1.f / std::sqrt(static_cast<float>(head_dim));
+    g.set_attr(node, "layer", int64_t{m.layer});
+    g.set_attr(node, "scale", scale);
+    g.set_attr(node, "softcap", m.softcap);
+    g.set_attr(node, "window", window_option > 0 ? window_option : m.window);
+    g.set_attr(node, "kv_heads", op_kv_heads);
+    g.set_attr(node, "head_dim", head_dim);
+    if (m.packed_layout) {
+      g.set_attr(node, "num_heads", m.heads);
+      g.set_attr(node, "rotary_interleaved", int64_t{m.rotary_interleaved ? 1 : 0});
+    }
+    g.set_type(out[0], SY_DTYPE_FLOAT32, g.value_shape(m.out));
+    g.replace_all_uses(m.out, out[0]);
+    for (sy_node_id n : m.replaced) g.remove_node(n);
+    if (!kv.present_k.empty()) g.remove_output(kv.present_k);
+    if (!kv.present_v.empty()) g.remove_output(kv.present_v);
+    std::ostringstream os;
+    os << "attention-fusion: layer " << m.layer << " fused (scale " << scale;
+    if (m.softcap > 0) os << ", softcap " << m.softcap;
+    if (m.window > 0) os << ", window " << m.window;
+    os << "):";
+    for (const auto& c : m.carried) os << " " << c << ";";
+    sy::plugin::log(SY_LOG_INFO, os.str());
+  }
+  sy::plugin::log(SY_LOG_INFO, "attention-fusion: fused " + std::to_string(matches.size()) + " attention layers");
+  return !matches.empty();
 }
 
 }  // namespace sy_attention

@@ -12,23 +12,33 @@ struct AttentionFusion {
   static bool run(sy::plugin::GraphRef& g, const sy::plugin::Options& options);
 };
 
-// PagedAttention(Q [1,H,T,D], K_new [1,KVH,T,D], V_new [1,KVH,T,D]) -> [1,H,T,D]
-// over the ragged batch of the step context: writes the new keys and values
-// into the cache blocks, then attends causally (optionally within a window)
-// with an online softmax over the cache blocks. Query head h reads KV head
-// h / (H / KVH): GQA/MQA without materialising repeated heads.
+// PagedAttention(Q, K_new, V_new [, cos_cache, sin_cache]) over the ragged
+// batch of the step context. Layouts: heads-major Q [1,H,T,D], K/V [1,KVH,T,D]
+// (output [1,H,T,D]), or token-major Q [1,T,H*D], K/V [1,T,KVH*D] (output
+// [1,T,H*D], attribute num_heads) as GroupQueryAttention models carry them.
+// With cos/sin caches ([max_pos, rotary_dim/2]) Q and K_new are rotated at
+// the step's positions first (rotary_interleaved: pairs (2i, 2i+1), else
+// halves). Writes the new keys and values into the cache blocks, then
+// attends causally, optionally within a window (the query sees keys
+// pos-window+1..pos), scores = dot * scale, soft-capped as
+// softcap * tanh(s / softcap) when softcap > 0, with an online softmax over
+// the cache blocks. Query head h reads KV head h / (H / KVH).
 class PagedAttentionKernel {
  public:
   explicit PagedAttentionKernel(const sy::plugin::NodeRef& node);
   void compute(sy::plugin::KernelIO& io);
   int32_t layer() const { return layer_; }
   float scale() const { return scale_; }
+  float softcap() const { return softcap_; }
   int64_t window() const { return window_; }
+  int64_t packed_heads() const { return packed_heads_; }  // > 0: token-major layout
+  bool rotary_interleaved() const { return rotary_interleaved_; }
 
  private:
   int32_t layer_;
-  float scale_;
-  int64_t window_;
+  float scale_, softcap_;
+  int64_t window_, packed_heads_, kv_heads_;
+  bool rotary_interleaved_;
 };
 
 #ifdef SWITCHYARD_HAS_CUDA

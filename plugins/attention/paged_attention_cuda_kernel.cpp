@@ -15,7 +15,11 @@ namespace sy_attention {
 using sy::plugin::DeviceBuffer;
 using sy::plugin::Error;
 
-PagedAttentionCudaKernel::PagedAttentionCudaKernel(const sy::plugin::NodeRef& n) : cpu_(n) {}
+PagedAttentionCudaKernel::PagedAttentionCudaKernel(const sy::plugin::NodeRef& n) : cpu_(n) {
+  if (cpu_.softcap() > 0.f || cpu_.packed_heads() > 0 || n.graph.input_count(n.node) > 3)
+    throw Error("PagedAttention on CUDA supports the heads-major layout without soft-cap or rotary; this layer needs the CPU kernel",
+                SY_UNSUPPORTED);
+}
 
 void PagedAttentionCudaKernel::compute(sy::plugin::KernelIO& io) {
   const sy_step_context* step = io.step();

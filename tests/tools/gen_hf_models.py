@@ -8,6 +8,8 @@ Export styles (each a folder <arch>-<style>/ with model.onnx and ref.json):
   dynamo       torch.onnx.export(dynamo=True), the same interface
   optimum      optimum-onnx's main_export, task text-generation-with-past
   genai        onnxruntime-genai's model builder, fp32 (and genai-int4: int4)
+  alibi        (llama3 only) TorchScript with an ALiBi bias added to the
+               scores: a construct the fused op cannot express
 
 References (ref.json) come from torch, never from this engine: the logits of
 every position of a prompt, greedy ids generated through the KV cache, and a
@@ -155,6 +157,35 @@ def torch_references(model, n_layers):
 
 # ---------------------------------------------------------------- exports
 
+class WithAlibi(torch.nn.Module):
+    """A model whose attention carries something the fused op cannot express:
+    an ALiBi bias (-slope_h * distance, per head) added to the scores, passed
+    as a 4-D float mask. Its fusion must be refused, naming the layer."""
+
+    def __init__(self, model, n_layers):
+        super().__init__()
+        self.model, self.n = model, n_layers
+        heads = model.config.num_attention_heads
+        self.register_buffer("slopes", torch.tensor([2.0 ** (-8.0 * (h + 1) / heads) for h in range(heads)]))
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        from transformers import DynamicCache
+        cache = DynamicCache.from_legacy_cache(tuple((past[2 * i], past[2 * i + 1]) for i in range(self.n)))
+        S, T = input_ids.shape[1], attention_mask.shape[1]
+        q_pos = (torch.arange(S) + (T - S)).view(1, 1, S, 1)
+        k_pos = torch.arange(T).view(1, 1, 1, T)
+        dist = (q_pos - k_pos).float()
+        bias = -self.slopes.view(1, -1, 1, 1) * dist
+        allowed = (dist >= 0) & (attention_mask[:, None, None, :] > 0)
+        mask = torch.where(allowed, bias, torch.finfo(torch.float32).min)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True)
+        flat = []
+        for k, v in out.past_key_values.to_legacy_cache():
+            flat += [k, v]
+        return (out.logits, *flat)
+
+
 class WithPast(torch.nn.Module):
     """The decoder-with-past interface: flat past/present tensors, so
     torch.onnx.export names them past_key_values.N.key/value and present.N.*."""
@@ -207,9 +238,9 @@ def traceable_masks():
         mu.ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa", saved[1])
 
 
-def torch_export(model, path, dynamo):
+def torch_export(model, path, dynamo, alibi=False):
     n, kvh, hd = kv_geometry(model)
-    wrapper = WithPast(model, n).eval()
+    wrapper = (WithAlibi if alibi else WithPast)(model, n).eval()
     B, S, P = 2, 3, 4
     ids = torch.randint(0, VOCAB, (B, S))
     mask = torch.ones((B, P + S), dtype=torch.long)
@@ -362,7 +393,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("archs", nargs="*")
-    ap.add_argument("--styles", default="torchscript,dynamo,optimum,genai,genai-int4")
+    ap.add_argument("--styles", default="torchscript,dynamo,optimum,genai,genai-int4,alibi")
     args = ap.parse_args()
     styles = args.styles.split(",")
     cfgs = configs()
@@ -381,6 +412,8 @@ def main():
         for style in styles:
             if style.startswith("genai") and arch in ("gpt2", "gptneox"):
                 continue  # the model builder does not support these families
+            if style == "alibi" and arch != "llama3":
+                continue  # one model with a bias the fused op cannot express is enough
             folder = os.path.join(args.out, f"{arch}-{style}")
             shutil.rmtree(folder, ignore_errors=True)
             os.makedirs(folder)
@@ -388,6 +421,8 @@ def main():
             try:
                 if style == "torchscript":
                     torch_export(model, path, dynamo=False)
+                elif style == "alibi":
+                    torch_export(model, path, dynamo=False, alibi=True)
                 elif style == "dynamo":
                     torch_export(model, path, dynamo=True)
                 elif style == "optimum":

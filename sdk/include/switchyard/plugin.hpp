@@ -236,6 +236,9 @@ class GraphReader {
     for (size_t i = 0; i < out.size(); ++i) views[i].raw = out[i];
     return views;
   }
+  int32_t output_count() const { return host()->graph_output_count(cg_); }
+  std::string output_name(int32_t i) const { return host()->graph_output_name(cg_, i); }
+  sy_value_id output_value(int32_t i) const { return host()->graph_output_value(cg_, i); }
   std::vector<sy_value_id> graph_inputs() const {
     std::vector<sy_value_id> v;
     for (int32_t i = 0; i < host()->graph_input_count(cg_); ++i) v.push_back(host()->graph_input(cg_, i));
