@@ -69,6 +69,7 @@ std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const 
   m->executor_ = prepare_executor(m->path_, registry, threads, options, passes, report);
   const Graph* graph = &m->executor_->graph();
   m->discover_interface();
+  m->eos_ids_ = model_eos_ids(m->path_, m->genai_ ? &*m->genai_ : nullptr);
   if (options.max_context > 0) {
     m->max_context_ = options.max_context;
   } else if (m->genai_ && m->genai_->context_length > 0) {

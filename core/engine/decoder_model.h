@@ -2,6 +2,7 @@
 // with its decoder-with-past interface discovered (input_ids, attention_mask,
 // position_ids, past_key_values.N.key/value -> logits, present.N.key/value).
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,14 @@ class DecoderModel {
   // PagedAttention nodes: the model then runs in the step engine only.
   bool paged_attention() const { return paged_; }
   int64_t vocab_size() const { return vocab_size_; }  // -1 if not static
+  // End-of-sequence ids: genai_config.json, generation_config.json or
+  // config.json beside the model (one id or a list), else 2 (llama2.c).
+  const std::vector<int>& eos_ids() const { return eos_ids_; }
+  // Whether tok ends a sequence: a request's own list, else the model's.
+  bool is_eos(int tok, const std::vector<int>& request_ids) const {
+    const auto& ids = request_ids.empty() ? eos_ids_ : request_ids;
+    return std::find(ids.begin(), ids.end(), tok) != ids.end();
+  }
   // Throws for a prompt this model cannot take: empty, over the context
   // limit, or with a token id outside the vocabulary.
   void check_prompt(const std::vector<int>& prompt) const;
@@ -92,6 +101,7 @@ class DecoderModel {
   std::vector<std::pair<int, Tensor>> shape_only_inputs_;
   int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096, vocab_size_ = -1;
   int num_paged_layers_ = 0;
+  std::vector<int> eos_ids_{2};
   bool paged_ = false;
   DType kv_dtype_ = DType::F32;
 };

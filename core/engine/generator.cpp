@@ -153,7 +153,7 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
       res.e2e_ms = now;
       if (on_token) on_token(r, tok);
       step_tokens[r][0] = tok;
-      if (batch[r].stop_at_eos && tok == batch[r].eos_id) {
+      if (batch[r].stop_at_eos && model_.is_eos(tok, batch[r].eos_ids)) {
         done[r] = true;
         res.finish_reason = "stop";
       } else if (static_cast<int>(res.tokens.size()) >= batch[r].max_tokens) {

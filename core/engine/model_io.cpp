@@ -134,6 +134,27 @@ std::optional<GenaiConfig> read_genai_config(const std::string& dir) {
   return c;
 }
 
+std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai) {
+  if (genai && !genai->eos_ids.empty()) return genai->eos_ids;
+  const fs::path dir = fs::path(model_file).parent_path();
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    fs::path p = dir / name;
+    if (!fs::exists(p)) continue;
+    std::ifstream f(p);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      SY_THROW(p.string() << ": not valid JSON: " << e.what());
+    }
+    if (j.contains("eos_token_id")) {
+      auto ids = int_or_list(j["eos_token_id"]);
+      if (!ids.empty()) return ids;
+    }
+  }
+  return {2};
+}
+
 std::string resolve_model_file(const std::string& path) {
   if (!fs::is_directory(path)) return path;
   if (auto cfg = read_genai_config(path); cfg && !cfg->filename.empty()) return (fs::path(path) / cfg->filename).string();

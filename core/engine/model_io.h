@@ -30,6 +30,11 @@ std::optional<GenaiConfig> read_genai_config(const std::string& dir);
 // one genai_config.json names, model.onnx, or the only *.onnx file.
 std::string resolve_model_file(const std::string& path);
 
+// End-of-sequence ids: genai_config.json, else generation_config.json, else
+// config.json beside the model (eos_token_id: one id or a list); {2} (the
+// llama2.c convention) when none says.
+std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai);
+
 struct KvLayer {
   int layer = 0;
   int past_key = -1, past_value = -1;        // graph input slots

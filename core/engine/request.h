@@ -14,7 +14,7 @@ struct GenerationRequest {
   int max_tokens = 256;
   SamplingParams sampling;
   bool stop_at_eos = true;
-  int eos_id = 2;
+  std::vector<int> eos_ids;  // empty: the model's (genai_config.json, generation_config.json, else 2)
   int priority = 0;         // lower runs first, for schedulers that honour it
   double timeout_ms = 0;    // 0: none; else the request ends with "timeout" after this long
 };

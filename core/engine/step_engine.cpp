@@ -470,7 +470,7 @@ void StepEngine::emit(Seq* s, int tok, double now) {
     ++metrics_.generated_tokens;
   }
   if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
-  if (s->req.stop_at_eos && tok == s->req.eos_id) finish(s, "stop");
+  if (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids)) finish(s, "stop");
   else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, "length");
   else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
 }

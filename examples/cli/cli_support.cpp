@@ -1,5 +1,8 @@
 #include "cli_support.h"
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "device/device_registry.h"
 
 #include <iostream>
@@ -8,6 +11,8 @@
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace sy::cli {
+
+namespace fs = std::filesystem;
 
 Parsed parse(const std::vector<std::string>& args, const po::options_description& desc, const char* usage) {
   Parsed p;
@@ -58,10 +63,25 @@ void EngineFlags::add(po::options_description& d) {
       "context limit in tokens (0: the manifest's, the model's metadata, else 4096)");
 }
 
+std::string default_manifest() {
+  if (const char* e = std::getenv("SWITCHYARD_DEFAULT_MANIFEST")) return e;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  // Beside the binary in the build tree, or in the install prefix's share/.
+  for (const fs::path& p : {exe.parent_path() / "share/switchyard/default.yaml", exe.parent_path() / "../share/switchyard/default.yaml"})
+    if (fs::exists(p)) return p.lexically_normal().string();
+  return {};
+}
+
 EngineConfig EngineFlags::config() const {
   EngineConfig cfg;
-  if (!manifest.empty()) cfg = Manifest::load(manifest).resolve(profile);
-  else SY_CHECK(profile.empty(), "--profile needs --manifest");
+  // Without --manifest the default manifest applies: its top level runs the
+  // graph as exported with the plugins real models need, and its profiles
+  // (--profile paged, prefix) the step engine.
+  const std::string path = manifest.empty() ? default_manifest() : manifest;
+  if (!path.empty()) cfg = Manifest::load(path).resolve(profile);
+  else SY_CHECK(profile.empty(), "--profile needs --manifest (no default manifest was found beside the binary)");
   if (!model.empty()) cfg.model = model;
   SY_CHECK(!cfg.model.empty(), "no model: give --model or a --manifest with 'model:'");
   if (threads > 0) cfg.threads = threads;

@@ -24,6 +24,11 @@ std::string find_tokenizer(const std::string& model, const std::string& given);
 
 std::vector<int> parse_ids(const std::string& s);
 
+// The default manifest: $SWITCHYARD_DEFAULT_MANIFEST, else share/switchyard/
+// default.yaml beside the binary (build tree) or in its prefix (installed);
+// "" when there is none.
+std::string default_manifest();
+
 // Flags every command shares: where the engine configuration comes from.
 struct EngineFlags {
   std::string model, manifest, profile;

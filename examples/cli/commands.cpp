@@ -52,8 +52,21 @@ int cmd_generate(const std::vector<std::string>& args) {
   EngineConfig cfg = mf.config();
   auto session = Session::create(cfg);
   std::optional<Llama2cTokenizer> tok;
-  bool need_tok = !json || prompt_ids.empty();
-  if (need_tok) tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
+  // Text needs a tokenizer; with --prompt-ids and none beside the model the
+  // ids are printed instead.
+  if (prompt_ids.empty() || !tokenizer_path.empty() || !cfg.tokenizer.empty()) {
+    tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
+  } else {
+    try {
+      tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, ""));
+    } catch (const Error&) {
+    }
+  }
+  auto ids_text = [](const std::vector<int>& ids) {
+    std::string out;
+    for (int t : ids) out += (out.empty() ? "" : " ") + std::to_string(t);
+    return out;
+  };
   std::vector<GenerationRequest> batch;
   if (!prompt_ids.empty()) {
     batch.push_back(req);
@@ -69,7 +82,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     }
   }
   // A single prompt in text mode streams its tokens as they come.
-  bool stream = !json && batch.size() == 1;
+  bool stream = !json && batch.size() == 1 && tok;
   int prev = batch[0].prompt.back();
   if (stream) {
     std::cout << tok->decode(std::vector<int>(batch[0].prompt.begin() + 1, batch[0].prompt.end()), Llama2cTokenizer::kBos)
@@ -104,7 +117,9 @@ int cmd_generate(const std::vector<std::string>& args) {
       j["metrics"] = {{"ttft_ms", res.ttft_ms}, {"tpot_ms", res.tpot_ms()}, {"tokens_per_s", tps}};
       std::cout << j.dump() << "\n";
     } else {
-      if (!stream) {
+      if (!tok) {
+        std::cout << ids_text(batch[r].prompt) << " | " << ids_text(res.tokens) << "\n";
+      } else if (!stream) {
         std::cout << tok->decode(batch[r].prompt, Llama2cTokenizer::kBos).substr(0) << tok->decode(res.tokens, batch[r].prompt.back()) << "\n";
       } else {
         std::cout << "\n";
@@ -201,6 +216,22 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::printf("device     %s; %d copies between host and device per forward pass\n", dev->description().c_str(),
                 session->model().executor().transfer_plan().copies_per_run());
   j["kernels_used"] = providers;
+  // What attention fusion made of each layer, and what proved it.
+  j["attention"] = nlohmann::json::array();
+  for (const Node& n : g.nodes) {
+    if (n.dead || n.domain != "switchyard" || n.op_type != "PagedAttention") continue;
+    nlohmann::json a{{"layer", n.attr_int("layer", -1)},       {"scale", n.attr_float("scale", 0.f)},
+                     {"softcap", n.attr_float("softcap", 0.f)}, {"window", n.attr_int("window", 0)},
+                     {"kv_heads", n.attr_int("kv_heads", 0)},   {"head_dim", n.attr_int("head_dim", 0)},
+                     {"layout", n.attr_int("num_heads", 0) > 0 ? "token-major" : "heads-major"},
+                     {"rotary", n.inputs.size() > 3 ? (n.attr_int("rotary_interleaved", 0) ? "interleaved" : "halves") : "none"}};
+    j["attention"].push_back(a);
+  }
+  std::sort(j["attention"].begin(), j["attention"].end(), [](const auto& a, const auto& b) { return a["layer"] < b["layer"]; });
+  j["probes"] = nlohmann::json::array();
+  for (const ProbeReport& pr : rep.probes)
+    j["probes"].push_back({{"pass", pr.pass}, {"cases", pr.cases}, {"regions", pr.regions}, {"max_deviation", pr.max_deviation},
+                           {"ms", pr.ms}, {"skipped", pr.skipped}});
   if (json) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -255,6 +286,22 @@ int cmd_inspect(const std::vector<std::string>& args) {
   }
   std::printf("kernels used (provider op: nodes):\n");
   for (const auto& [k, n] : providers) std::printf("  %-40s %d\n", k.c_str(), n);
+  if (!j["attention"].empty()) {
+    std::printf("fused attention (PagedAttention per layer):\n");
+    std::printf("  %5s %10s %8s %7s %9s %9s %12s %12s\n", "layer", "scale", "softcap", "window", "kv_heads", "head_dim", "layout", "rotary");
+    for (const auto& a : j["attention"])
+      std::printf("  %5lld %10.6g %8.4g %7lld %9lld %9lld %12s %12s\n", static_cast<long long>(a["layer"].get<int64_t>()),
+                  a["scale"].get<double>(), a["softcap"].get<double>(), static_cast<long long>(a["window"].get<int64_t>()),
+                  static_cast<long long>(a["kv_heads"].get<int64_t>()), static_cast<long long>(a["head_dim"].get<int64_t>()),
+                  a["layout"].get<std::string>().c_str(), a["rotary"].get<std::string>().c_str());
+  }
+  for (const auto& pr : j["probes"]) {
+    if (!pr["skipped"].get<std::string>().empty())
+      std::printf("equivalence probe of '%s': skipped (%s)\n", pr["pass"].get<std::string>().c_str(), pr["skipped"].get<std::string>().c_str());
+    else
+      std::printf("equivalence probe of '%s': %d cases, %d regions, max deviation %.3g, %.1f ms\n", pr["pass"].get<std::string>().c_str(),
+                  pr["cases"].get<int>(), pr["regions"].get<int>(), pr["max_deviation"].get<double>(), pr["ms"].get<double>());
+  }
   return 0;
 }
 
