@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli_support.h"
 #include "commands.h"
 #include "openai_server.h"
 
@@ -16,7 +17,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   sy::server::ServerOptions o;
   int threads = 0;
   po::options_description d("serve options");
-  d.add_options()("help,h", "show this help")("manifest", po::value(&manifest)->required(), "YAML manifest")(
+  d.add_options()("help,h", "show this help")("manifest", po::value(&manifest), "YAML manifest (default: the default manifest; then give --model)")(
       "profile", po::value(&profile), "profile of the manifest (it must select a cache manager)")(
       "model,m", po::value(&model), "override the manifest's model")("host", po::value(&o.host)->default_value("127.0.0.1"), "listen address")(
       "port", po::value(&o.port)->default_value(8000), "listen port")("api-key", po::value(&o.api_key), "require 'Authorization: Bearer KEY' on /v1")(
@@ -29,10 +30,15 @@ int cmd_serve(const std::vector<std::string>& args) {
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(d).run(), vm);
   if (vm.count("help")) {
-    std::cout << "usage: switchyard serve --manifest M [--profile P] [--host H] [--port N] [options]\n" << d;
+    std::cout << "usage: switchyard serve (--manifest M | --model M) [--profile P] [--host H] [--port N] [options]\n" << d;
     return 0;
   }
   po::notify(vm);
+  if (manifest.empty()) manifest = default_manifest();
+  if (manifest.empty()) {
+    std::fprintf(stderr, "switchyard: error: give --manifest (no default manifest was found beside the binary)\n");
+    return 1;
+  }
   sy_engine_options eo{};
   eo.struct_size = sizeof(eo);
   eo.manifest = manifest.c_str();

@@ -84,6 +84,7 @@ const char* reason_name(int32_t r) {
 struct Event {
   int index;
   std::string text;
+  int32_t token = -1;  // the generated token (-1 on the final event)
   bool final = false;
   sy_request_info info{};
   std::string error;
@@ -102,12 +103,11 @@ struct Choice {
   int index;
 };
 
-void on_token(void* user, int32_t, const char* text) {
+void on_token(void* user, int32_t token, const char* text) {
   auto* ch = static_cast<Choice*>(user);
-  if (!*text) return;
   {
     std::lock_guard<std::mutex> lock(ch->c->mu);
-    ch->c->events.push_back({ch->index, text, false, {}, {}});
+    ch->c->events.push_back({ch->index, text, token, false, {}, {}});
   }
   ch->c->cv.notify_all();
 }
@@ -129,7 +129,7 @@ void on_finish(void* user, const sy_request_info* info) {
   }
   {
     std::lock_guard<std::mutex> lock(c->mu);
-    Event e{ch->index, "", true, *info, info->error ? info->error : ""};
+    Event e{ch->index, "", -1, true, *info, info->error ? info->error : ""};
     c->events.push_back(e);
     --c->pending;
   }
@@ -258,6 +258,7 @@ class Server {
         params.max_tokens = s.max_tokens;
         params.sampling = {sizeof(sy_sampling), static_cast<float>(s.temperature), 0, static_cast<float>(s.top_p),
                            s.seed >= 0 ? static_cast<uint64_t>(s.seed) + static_cast<uint64_t>(j) : next_seed_++};
+        params.ignore_eos = s.ignore_eos ? 1 : 0;
         params.stop = stops.data();
         params.num_stop = static_cast<int32_t>(stops.size());
         params.on_token = on_token;
@@ -292,16 +293,24 @@ class Server {
       for (size_t p = 0; p < prompts.size(); ++p) t += static_cast<int>(prompts[p].size()) * s.n;
       return t;
     }();
+    const bool token_ids = parsed.return_token_ids;
+    std::vector<std::vector<int32_t>> choice_prompts;
+    for (size_t p = 0; p < prompts.size(); ++p)
+      for (int j = 0; j < s.n; ++j) choice_prompts.push_back(prompts[p]);
     if (!s.stream) {
       std::vector<std::string> texts(reqs.size());
       std::vector<std::string> finish(reqs.size());
+      std::vector<std::vector<int32_t>> ids(reqs.size());
       int completion_tokens = 0;
       std::string error;
       {
         std::unique_lock<std::mutex> lock(c->mu);
         c->cv.wait(lock, [&] { return c->pending == 0; });
         for (const Event& e : c->events) {
-          if (!e.final) continue;
+          if (!e.final) {
+            ids[static_cast<size_t>(e.index)].push_back(e.token);
+            continue;
+          }
           finish[static_cast<size_t>(e.index)] = reason_name(e.info.finish_reason);
           completion_tokens += e.info.completion_tokens;
           if (e.info.finish_reason == SY_FINISH_ERROR) error = e.error;
@@ -317,6 +326,10 @@ class Server {
           choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", texts[i]}}}, {"finish_reason", finish[i]}, {"logprobs", nullptr}});
         else
           choices.push_back({{"index", i}, {"text", texts[i]}, {"finish_reason", finish[i]}, {"logprobs", nullptr}});
+        if (token_ids) {
+          choices.back()["prompt_token_ids"] = choice_prompts[i];
+          choices.back()["token_ids"] = ids[i];
+        }
       }
       json out = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", opt_.model_name},
                   {"choices", choices},
@@ -333,7 +346,7 @@ class Server {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, c, shared_reqs, sent_role, completion_tokens, chat, id, created, total_prompt](size_t, httplib::DataSink& sink) {
+        [this, c, shared_reqs, sent_role, completion_tokens, chat, id, created, total_prompt, token_ids](size_t, httplib::DataSink& sink) {
           std::deque<Event> batch;
           bool all_done;
           {
@@ -359,8 +372,11 @@ class Server {
             }
             if (!ok) break;
             if (!e.final) {
-              ok = chat ? chunk(e.index, {{"index", e.index}, {"delta", {{"content", e.text}}}, {"finish_reason", nullptr}})
-                        : chunk(e.index, {{"index", e.index}, {"text", e.text}, {"finish_reason", nullptr}, {"logprobs", nullptr}});
+              if (e.text.empty() && !token_ids) continue;  // a token with no text of its own yet
+              json piece = chat ? json{{"index", e.index}, {"delta", {{"content", e.text}}}, {"finish_reason", nullptr}}
+                                : json{{"index", e.index}, {"text", e.text}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
+              if (token_ids) piece["token_ids"] = json::array({e.token});
+              ok = chunk(e.index, piece);
             } else {
               *completion_tokens += e.info.completion_tokens;
               std::string reason = reason_name(e.info.finish_reason);

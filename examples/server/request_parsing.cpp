@@ -134,6 +134,14 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
                    "model_not_found"};
   ParsedRequest r;
   r.sampling = parse_sampling(body, limits);
+  if (body.contains("ignore_eos")) {
+    if (!body["ignore_eos"].is_boolean()) throw bad_request("invalid type for 'ignore_eos': expected a boolean", "ignore_eos");
+    r.sampling.ignore_eos = body["ignore_eos"].get<bool>();
+  }
+  if (body.contains("return_token_ids")) {
+    if (!body["return_token_ids"].is_boolean()) throw bad_request("invalid type for 'return_token_ids': expected a boolean", "return_token_ids");
+    r.return_token_ids = body["return_token_ids"].get<bool>();
+  }
   r.prompts = parse_prompts(body, chat, limits, tokenize);
   return r;
 }

@@ -21,6 +21,7 @@ struct Sampling {
   double temperature = 1.0, top_p = 1.0;
   int64_t seed = -1;
   bool stream = false;
+  bool ignore_eos = false;  // vLLM's extension: keep generating past end-of-sequence ids
   std::vector<std::string> stop;
 };
 
@@ -35,6 +36,9 @@ struct RequestLimits {
 
 struct ParsedRequest {
   Sampling sampling;
+  // vLLM's extension: the prompt and generated token ids in each choice
+  // ("prompt_token_ids", "token_ids"; per chunk when streaming).
+  bool return_token_ids = false;
   std::vector<std::vector<int32_t>> prompts;  // one or more, token ids
 };
 

@@ -18,10 +18,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_server(extra=()):
+def start_server(extra=(), manifest=MANIFEST, profile="paged"):
+    """manifest None: the default manifest beside the binary (give --model in extra)."""
     port = free_port()
+    source = ["--manifest", manifest] if manifest else []
     proc = subprocess.Popen(
-        [CLI, "serve", "--manifest", MANIFEST, "--profile", "paged", "--port", str(port), "--api-key", API_KEY,
+        [CLI, "serve", *source, "--profile", profile, "--port", str(port), "--api-key", API_KEY,
          "--max-body-bytes", "65536", "--max-tokens-limit", "512", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 30
