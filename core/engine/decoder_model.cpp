@@ -19,6 +19,8 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
       }
     report->op_counts_after.emplace_back("import", graph->op_counts());
   }
+  // Half-precision exports compute in float32 on the CPU.
+  if (make_half_to_float_pass()->run(*graph, pctx) && report) report->op_counts_after.emplace_back("half-to-float", graph->op_counts());
   if (options.simplify) {
     simplify_graph(*graph, pctx);
     if (report) report->op_counts_after.emplace_back("simplify", graph->op_counts());

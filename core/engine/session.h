@@ -43,6 +43,8 @@ class Session {
   const PluginHost& plugins() const { return *plugins_; }
   const EngineConfig& config() const { return config_; }
   const PreparedGraphReport& report() const { return report_; }
+  // The step engine's KV-cache manager (null in baseline mode).
+  PluginCacheManager* cache_manager() const { return cache_manager_.get(); }
   const std::vector<SelectedComponent>& passes() const { return passes_; }
   const std::optional<SelectedComponent>& scheduler() const { return scheduler_; }
   const std::optional<SelectedComponent>& cache() const { return cache_; }

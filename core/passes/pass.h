@@ -36,6 +36,8 @@ std::unique_ptr<GraphPass> make_shape_folding_pass();    // Shape/Gather(Shape) 
 std::unique_ptr<GraphPass> make_cse_pass();              // duplicate constants and nodes
 std::unique_ptr<GraphPass> make_identity_elimination_pass();
 std::unique_ptr<GraphPass> make_dead_node_elimination_pass();
+// fp16/bf16 models computed in float32 (core/passes/half_to_float.cpp).
+std::unique_ptr<GraphPass> make_half_to_float_pass();
 // Step engine only: LM head on the selected tokens (new input logits_indices).
 std::unique_ptr<GraphPass> make_select_logits_pass();
 

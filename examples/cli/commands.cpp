@@ -64,7 +64,10 @@ int cmd_generate(const std::vector<std::string>& args) {
   }
   auto ids_text = [](const std::vector<int>& ids) {
     std::string out;
-    for (int t : ids) out += (out.empty() ? "" : " ") + std::to_string(t);
+    for (int t : ids) {
+      if (!out.empty()) out += ' ';
+      out += std::to_string(t);
+    }
     return out;
   };
   std::vector<GenerationRequest> batch;

@@ -47,6 +47,28 @@ inline void rotate(float* x, int64_t pos, const float* cos_c, const float* sin_c
   }
 }
 
+// Rows of the KV cache in its stored type (float32, float16, bfloat16):
+// written from float, read as float (directly, or through a scratch row).
+struct CacheRows {
+  void* base;
+  int32_t dtype;
+  int64_t D;
+  void write(int64_t at, const float* src) const {
+    if (dtype == SY_DTYPE_FLOAT32) {
+      std::memcpy(static_cast<float*>(base) + at, src, static_cast<size_t>(D) * sizeof(float));
+      return;
+    }
+    uint16_t* dst = static_cast<uint16_t*>(base) + at;
+    for (int64_t i = 0; i < D; ++i) dst[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(src[i]) : sy::plugin::f32_to_bf16(src[i]);
+  }
+  const float* read(int64_t at, float* scratch) const {
+    if (dtype == SY_DTYPE_FLOAT32) return static_cast<const float*>(base) + at;
+    const uint16_t* src = static_cast<const uint16_t*>(base) + at;
+    for (int64_t i = 0; i < D; ++i) scratch[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f16_to_f32(src[i]) : sy::plugin::bf16_to_f32(src[i]);
+    return scratch;
+  }
+};
+
 // Where head h of token t sits in a Q/K/V tensor of either layout.
 struct HeadLayout {
   int64_t heads, tokens, dim;
@@ -85,6 +107,8 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const int64_t H = QL.heads, KVH = KL.heads, T = QL.tokens;
   if (H % KVH != 0 || kc.dims[1] != KVH || KL.tokens != T || T != step->num_tokens)
     throw Error("PagedAttention: Q/K/V shapes do not match the KV cache layout or the step's token count", SY_INVALID_ARGUMENT);
+  if (kc.dtype != vc.dtype || (kc.dtype != SY_DTYPE_FLOAT32 && kc.dtype != SY_DTYPE_FLOAT16 && kc.dtype != SY_DTYPE_BFLOAT16))
+    throw Error("PagedAttention: the KV cache must hold float32, float16 or bfloat16", SY_UNSUPPORTED);
   const bool rotary = io.has_input(3) && io.has_input(4);
   const float *cos_c = nullptr, *sin_c = nullptr;
   int64_t half = 0, max_pos = 0;
@@ -106,8 +130,7 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const float* Q = q.data<float>();
   const float* Kn = kn.data<float>();
   const float* Vn = vn.data<float>();
-  float* K = static_cast<float*>(kc.data);
-  float* V = static_cast<float*>(vc.data);
+  const CacheRows K{kc.data, kc.dtype, D}, V{vc.data, vc.dtype, D};
   float* O = out.data<float>();
   (void)NB;
   const int32_t* tables = step->block_tables;
@@ -117,15 +140,16 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
     return ((block * KVH + g) * BS + pos % BS) * D;
   };
   // 1. The new tokens' keys (rotated) and values go into their cache slots.
+  std::vector<float> krow(static_cast<size_t>(D));
   for (int32_t i = 0; i < step->num_seqs; ++i) {
     int64_t q0 = step->query_start[i], n = step->query_start[i + 1] - q0, ctx = step->context_len[i];
     for (int64_t j = 0; j < n; ++j) {
       int64_t pos = ctx - n + j;
       for (int64_t g = 0; g < KVH; ++g) {
-        float* kd = K + slot(i, pos, g);
-        std::memcpy(kd, Kn + KL.offset(g, q0 + j), static_cast<size_t>(D) * sizeof(float));
-        std::memcpy(V + slot(i, pos, g), Vn + KL.offset(g, q0 + j), static_cast<size_t>(D) * sizeof(float));
-        if (rotary) rotate(kd, step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
+        std::memcpy(krow.data(), Kn + KL.offset(g, q0 + j), static_cast<size_t>(D) * sizeof(float));
+        if (rotary) rotate(krow.data(), step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
+        K.write(slot(i, pos, g), krow.data());
+        V.write(slot(i, pos, g), Vn + KL.offset(g, q0 + j));
       }
     }
   }
@@ -134,7 +158,8 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const int64_t items = static_cast<int64_t>(step->num_seqs) * H;
   const float cap = softcap_;
   auto work = [&](int64_t b, int64_t e) {
-    std::vector<float> scores(static_cast<size_t>(BS)), acc(static_cast<size_t>(D)), qbuf(static_cast<size_t>(D));
+    std::vector<float> scores(static_cast<size_t>(BS)), acc(static_cast<size_t>(D)), qbuf(static_cast<size_t>(D)),
+        row(static_cast<size_t>(D));
     for (int64_t it = b; it < e; ++it) {
       int64_t i = it / H, h = it % H, g = h / group;
       int64_t q0 = step->query_start[i], n = step->query_start[i + 1] - q0, ctx = step->context_len[i];
@@ -153,11 +178,10 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
         for (int64_t start = first; start <= last;) {
           int64_t end = std::min(last + 1, (start / BS + 1) * BS);
           int64_t block = tables[i * maxb + start / BS];
-          const float* kb = K + ((block * KVH + g) * BS) * D;
-          const float* vb = V + ((block * KVH + g) * BS) * D;
+          const int64_t kb = ((block * KVH + g) * BS) * D;
           float bm = m;
           for (int64_t p = start; p < end; ++p) {
-            float s = dot(qv, kb + (p % BS) * D, D) * scale_;
+            float s = dot(qv, K.read(kb + (p % BS) * D, row.data()), D) * scale_;
             if (cap > 0.f) s = cap * std::tanh(s / cap);
             scores[static_cast<size_t>(p - start)] = s;
             bm = std::max(bm, s);
@@ -170,7 +194,7 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
           for (int64_t p = start; p < end; ++p) {
             float w = std::exp(scores[static_cast<size_t>(p - start)] - bm);
             l += w;
-            const float* vv = vb + (p % BS) * D;
+            const float* vv = V.read(kb + (p % BS) * D, row.data());
 #pragma omp simd
             for (int64_t d = 0; d < D; ++d) a[d] += w * vv[d];
           }

@@ -12,11 +12,13 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy devi
   if (c.block_size <= 0 || c.num_blocks <= 0 || c.layers <= 0 || c.kv_heads <= 0 || c.head_dim <= 0)
     throw std::invalid_argument("cache: layers, kv_heads, head_dim, block_size and num_blocks must be positive");
   if (c.num_blocks > INT32_MAX) throw std::invalid_argument("cache: too many blocks");
-  block_floats_ = static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(c.head_dim);
-  size_t bytes = block_floats_ * static_cast<size_t>(c.num_blocks) * sizeof(float);
+  if (c.element_bytes != 4 && c.element_bytes != 2) throw std::invalid_argument("cache: elements must be 4 or 2 bytes");
+  block_bytes_ = static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(c.head_dim) *
+                 static_cast<size_t>(c.element_bytes);
+  size_t bytes = block_bytes_ * static_cast<size_t>(c.num_blocks);
   for (int32_t l = 0; l < c.layers; ++l) {
-    auto* k = static_cast<float*>(storage_alloc(bytes));
-    auto* v = static_cast<float*>(storage_alloc(bytes));
+    auto* k = static_cast<std::byte*>(storage_alloc(bytes));
+    auto* v = static_cast<std::byte*>(storage_alloc(bytes));
     if (!k || !v) {
       storage_free(k);
       storage_free(v);
@@ -34,8 +36,8 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy devi
 }
 
 BlockCache::~BlockCache() {
-  for (float* p : k_) storage_free(p);
-  for (float* p : v_) storage_free(p);
+  for (std::byte* p : k_) storage_free(p);
+  for (std::byte* p : v_) storage_free(p);
 }
 
 void* BlockCache::storage_alloc(size_t bytes) {
@@ -109,11 +111,11 @@ void BlockCache::drop_ref(int32_t b) {
 }
 
 void BlockCache::copy_block(int32_t from, int32_t to) {
-  size_t bytes = block_floats_ * sizeof(float);
+  const size_t bytes = block_bytes_;
   auto copy = c_.device == SY_DEVICE_CPU ? [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); } : device_copy_;
   for (int32_t l = 0; l < c_.layers; ++l) {
-    copy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
-    copy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * block_floats_, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * block_floats_, bytes);
+    copy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * bytes, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * bytes, bytes);
+    copy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * bytes, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * bytes, bytes);
   }
 }
 

@@ -7,6 +7,7 @@
 // "contiguous" is this cache with one block the size of a whole sequence;
 // "paged" uses small blocks; "prefix-caching" adds the sharing.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <string>
@@ -27,6 +28,8 @@ struct Config {
   // Where the KV storage lives (SY_DEVICE_*). On a device, storage comes from
   // host->device_alloc and copy-on-write copies go through `device_copy`.
   int32_t device = SY_DEVICE_CPU;
+  // Bytes per stored element: 4 (float32) or 2 (float16 / bfloat16).
+  int32_t element_bytes = 4;
 };
 
 // Copies `bytes` within device memory, in the order of the device's stream.
@@ -51,8 +54,8 @@ class BlockCache {
   void fork(uint64_t parent, uint64_t child);
   void release(uint64_t seq);
   const std::vector<int32_t>& table(uint64_t seq) const;
-  float* keys(int32_t layer) { return k_[static_cast<size_t>(layer)]; }
-  float* values(int32_t layer) { return v_[static_cast<size_t>(layer)]; }
+  void* keys(int32_t layer) { return k_[static_cast<size_t>(layer)]; }
+  void* values(int32_t layer) { return v_[static_cast<size_t>(layer)]; }
   const Config& config() const { return c_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
   int64_t prefix_queries = 0, prefix_hits = 0;
@@ -83,8 +86,8 @@ class BlockCache {
   DeviceCopy device_copy_;
   void* storage_alloc(size_t bytes);
   void storage_free(void* p);
-  size_t block_floats_;
-  std::vector<float*> k_, v_;
+  size_t block_bytes_;
+  std::vector<std::byte*> k_, v_;
   std::vector<int32_t> free_;
   std::vector<int32_t> refs_;
   std::unordered_map<uint64_t, Seq> seqs_;

@@ -16,27 +16,44 @@ using sy_cache::BlockCache;
 struct State {
   std::unique_ptr<BlockCache> cache;
   std::vector<int64_t> dims;  // [num_blocks, kv_heads, block_size, head_dim]
+  int32_t dtype = SY_DTYPE_FLOAT32;
 };
+
+// The stored element type: the option ("fp32", "fp16", "bf16"), else the
+// engine's request.
+int32_t kv_dtype(const Options& o, int32_t requested) {
+  const std::string d = o.get_string("dtype");
+  if (d.empty()) return requested;
+  if (d == "fp32" || d == "float32") return SY_DTYPE_FLOAT32;
+  if (d == "fp16" || d == "float16") return SY_DTYPE_FLOAT16;
+  if (d == "bf16" || d == "bfloat16") return SY_DTYPE_BFLOAT16;
+  throw sy::plugin::Error("dtype must be fp32, fp16 or bf16, got '" + d + "'", SY_INVALID_ARGUMENT);
+}
 
 enum class Kind { Contiguous, Paged, Prefix };
 
-int64_t blocks_for_budget(const sy_cache_config* c, int32_t block_size, int64_t budget_mb) {
-  int64_t per_block = 2LL * c->num_layers * c->kv_heads * block_size * c->head_dim * static_cast<int64_t>(sizeof(float));
+int64_t blocks_for_budget(const sy_cache_config* c, int32_t block_size, int64_t budget_mb, int32_t element_bytes) {
+  int64_t per_block = 2LL * c->num_layers * c->kv_heads * block_size * c->head_dim * element_bytes;
   return std::max<int64_t>(1, budget_mb * 1024 * 1024 / per_block);
 }
 
 template <Kind K>
 sy_status create(void*, const sy_cache_config* c, const sy_options* o, void** out) {
   return guard([&] {
-    if (c->dtype != SY_DTYPE_FLOAT32) throw sy::plugin::Error("only float32 KV caches are supported", SY_UNSUPPORTED);
+    Options opts(o);
+    const int32_t dtype = kv_dtype(opts, c->dtype);
+    if (dtype != SY_DTYPE_FLOAT32 && dtype != SY_DTYPE_FLOAT16 && dtype != SY_DTYPE_BFLOAT16)
+      throw sy::plugin::Error("KV caches hold float32, float16 or bfloat16", SY_UNSUPPORTED);
+    if (dtype != SY_DTYPE_FLOAT32 && c->device != SY_DEVICE_CPU)
+      throw sy::plugin::Error("a float16/bfloat16 KV cache is kept in host memory only (the CUDA attention reads float32)", SY_UNSUPPORTED);
     sy_cache::DeviceCopy device_copy = nullptr;
     if (c->device != SY_DEVICE_CPU) {
       device_copy = sy_cache::device_copy_for(c->device);
       if (!device_copy) throw sy::plugin::Error("this build of the cache plugin keeps KV in host memory only (built without CUDA)", SY_UNSUPPORTED);
     }
-    Options opts(o);
     sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, 0, 0, K == Kind::Prefix};
     cfg.device = c->device;
+    cfg.element_bytes = dtype == SY_DTYPE_FLOAT32 ? 4 : 2;
     int64_t budget_mb = opts.get_int("budget_mb");
     if (K == Kind::Contiguous) {
       cfg.block_size = static_cast<int32_t>(opts.get_int("max_seq_len"));
@@ -47,7 +64,7 @@ sy_status create(void*, const sy_cache_config* c, const sy_options* o, void** ou
     cfg.window = static_cast<int32_t>(opts.get_int("window"));
     if (cfg.window < 0) throw sy::plugin::Error("window must be >= 0", SY_INVALID_ARGUMENT);
     if (cfg.window > 0 && K == Kind::Contiguous) throw sy::plugin::Error("window needs a paged cache", SY_INVALID_ARGUMENT);
-    cfg.num_blocks = blocks_for_budget(c, cfg.block_size, budget_mb);
+    cfg.num_blocks = blocks_for_budget(c, cfg.block_size, budget_mb, cfg.element_bytes);
     if (K != Kind::Contiguous) {
       int64_t fixed = opts.get_int("num_blocks");
       if (fixed < 0) throw sy::plugin::Error("num_blocks must be >= 0", SY_INVALID_ARGUMENT);
@@ -56,6 +73,7 @@ sy_status create(void*, const sy_cache_config* c, const sy_options* o, void** ou
     auto s = std::make_unique<State>();
     s->cache = std::make_unique<BlockCache>(cfg, sy::plugin::host(), device_copy);
     s->dims = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim};
+    s->dtype = dtype;
     *out = s.release();
   });
 }
@@ -91,8 +109,8 @@ sy_status storage(void* s, int32_t layer, sy_tensor* k, sy_tensor* v) {
     auto* st = static_cast<State*>(s);
     if (layer < 0 || layer >= st->cache->config().layers) throw sy::plugin::Error("no layer " + std::to_string(layer), SY_INVALID_ARGUMENT);
     const int32_t device = st->cache->config().device;
-    *k = sy_tensor{SY_DTYPE_FLOAT32, 4, st->dims.data(), st->cache->keys(layer), device, 0};
-    *v = sy_tensor{SY_DTYPE_FLOAT32, 4, st->dims.data(), st->cache->values(layer), device, 0};
+    *k = sy_tensor{st->dtype, 4, st->dims.data(), st->cache->keys(layer), device, 0};
+    *v = sy_tensor{st->dtype, 4, st->dims.data(), st->cache->values(layer), device, 0};
   });
 }
 sy_status stats(void* s, sy_cache_stats* out) {
@@ -133,16 +151,18 @@ sy_cache_desc describe(sy::plugin::PluginBuilder& b, const char* name, const cha
 
 SY_PLUGIN(builder) {
   using sy::plugin::option_int;
+  using sy::plugin::option_string;
+  auto dtype = option_string("dtype", "", "stored element type: fp32, fp16 or bf16 (default: the engine's, float32)");
   builder.info("switchyard-cache", "1.0.0", "KV-cache managers: contiguous, paged, prefix-caching");
   auto budget = option_int("budget_mb", "64", "KV memory for all layers, keys and values (MiB)");
   auto num_blocks = option_int("num_blocks", "0", "blocks of KV storage (0: as many as budget_mb holds)");
   auto window = option_int("window", "0", "sliding window of the attention (same as the pass's): free blocks outside it");
   builder.cache(describe<Kind::Contiguous>(builder, "contiguous", "one region of max_seq_len tokens per sequence",
-                                           {option_int("max_seq_len", "1024", "tokens per sequence region"), budget, window}));
+                                           {option_int("max_seq_len", "1024", "tokens per sequence region"), budget, window, dtype}));
   builder.cache(describe<Kind::Paged>(builder, "paged", "fixed-size blocks, free list, block tables, reference counts",
-                                      {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window}));
+                                      {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window, dtype}));
   builder.cache(describe<Kind::Prefix>(builder, "prefix-caching",
                                        "paged, with full blocks shared across requests by a hash chained with their "
                                        "prefix; LRU eviction; copy-on-write",
-                                       {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window}));
+                                       {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window, dtype}));
 }

@@ -10,6 +10,9 @@ Export styles (each a folder <arch>-<style>/ with model.onnx and ref.json):
   genai        onnxruntime-genai's model builder, fp32 (and genai-int4: int4)
   alibi        (llama3 only) TorchScript with an ALiBi bias added to the
                scores: a construct the fused op cannot express
+  fp16, bf16   (qwen2 only) the model in half precision (weights and
+               activations), TorchScript (fp16) and dynamo (bf16) exports,
+               against the fp32 reference
 
 References (ref.json) come from torch, never from this engine: the logits of
 every position of a prompt, greedy ids generated through the KV cache, and a
@@ -26,6 +29,7 @@ transformers 5.24 + onnxruntime-genai 0.18 for the builder).
 """
 import argparse
 import contextlib
+import copy
 import json
 import os
 import shutil
@@ -238,14 +242,16 @@ def traceable_masks():
         mu.ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa", saved[1])
 
 
-def torch_export(model, path, dynamo, alibi=False):
+def torch_export(model, path, dynamo, alibi=False, dtype=torch.float32):
     n, kvh, hd = kv_geometry(model)
+    if dtype != torch.float32:
+        model = copy.deepcopy(model).to(dtype)
     wrapper = (WithAlibi if alibi else WithPast)(model, n).eval()
     B, S, P = 2, 3, 4
     ids = torch.randint(0, VOCAB, (B, S))
     mask = torch.ones((B, P + S), dtype=torch.long)
     pos = torch.arange(P, P + S).unsqueeze(0).expand(B, S).contiguous()
-    past = [torch.randn(B, kvh, P, hd) for _ in range(2 * n)]
+    past = [torch.randn(B, kvh, P, hd, dtype=dtype) for _ in range(2 * n)]
     names_in = ["input_ids", "attention_mask", "position_ids"]
     names_past, names_present = [], []
     for i in range(n):
@@ -393,7 +399,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("archs", nargs="*")
-    ap.add_argument("--styles", default="torchscript,dynamo,optimum,genai,genai-int4,alibi")
+    ap.add_argument("--styles", default="torchscript,dynamo,optimum,genai,genai-int4,alibi,fp16,bf16")
     args = ap.parse_args()
     styles = args.styles.split(",")
     cfgs = configs()
@@ -414,6 +420,8 @@ def main():
                 continue  # the model builder does not support these families
             if style == "alibi" and arch != "llama3":
                 continue  # one model with a bias the fused op cannot express is enough
+            if style in ("fp16", "bf16") and arch != "qwen2":
+                continue  # half-precision weights and activations: one family is enough
             folder = os.path.join(args.out, f"{arch}-{style}")
             shutil.rmtree(folder, ignore_errors=True)
             os.makedirs(folder)
@@ -423,6 +431,11 @@ def main():
                     torch_export(model, path, dynamo=False)
                 elif style == "alibi":
                     torch_export(model, path, dynamo=False, alibi=True)
+                elif style == "fp16":
+                    torch_export(model, path, dynamo=False, dtype=torch.float16)
+                elif style == "bf16":
+                    # The TorchScript exporter fails on bfloat16 (torch 2.15); the dynamo one does not.
+                    torch_export(model, path, dynamo=True, dtype=torch.bfloat16)
                 elif style == "dynamo":
                     torch_export(model, path, dynamo=True)
                 elif style == "optimum":
@@ -452,6 +465,15 @@ def main():
                 shutil.rmtree(folder, ignore_errors=True)
                 continue
             r = dict(ref, style=style)
+            if style in ("fp16", "bf16"):
+                # Half-precision exports are held to the fp32 torch reference
+                # within a bound (ONNX Runtime's CPU lacks bf16 kernels).
+                r["reference"] = "torch-fp32"
+                r["op_histogram"] = op_histogram(path)
+                with open(os.path.join(folder, "ref.json"), "w") as f:
+                    json.dump(r, f)
+                print(f"  {style}: {os.path.getsize(path)} bytes; reference: torch fp32", flush=True)
+                continue
             try:
                 r["onnxruntime"] = ort_references(path, ref, style)
             except Exception as e:  # noqa: BLE001
