@@ -94,6 +94,7 @@ KernelRegistry KernelRegistry::with_builtins() {
   register_reduce_kernels(r);
   register_norm_kernels(r);
   register_index_kernels(r);
+  register_attention_kernels(r);
   return r;
 }
 

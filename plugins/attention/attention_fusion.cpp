@@ -21,6 +21,7 @@
 #include "attention_plugin.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -142,6 +143,10 @@ struct Match {
   sy_value_id scores = SY_NO_VALUE;        // explicit form: the score MatMul's output
   sy_value_id softmax_in = SY_NO_VALUE;    // explicit form: the softmax input
   bool has_mask = false;
+  // ONNX Attention (opset 23) as the score and value product: its mask input
+  // (bool or additive, may be absent) and is_causal.
+  bool sdpa = false, sdpa_causal = false;
+  sy_value_id sdpa_mask = SY_NO_VALUE;
   bool keys_transposed = false;            // K_new stored [B, KVH, D, S]
   float scale = 1.f, softcap = 0.f;
   int64_t window = 0;
@@ -171,7 +176,8 @@ class Walker {
       for (sy_node_id n : c_.of(v)) {
         const std::string op = g_.op_type(n);
         if (op == "Shape" || op == "Size") continue;
-        if (op == "MatMul" && g_.input(n, 1) == v) {
+        // The score product: MatMul(Q, K^T), or ONNX's Attention(Q, K, V, mask) (opset 23).
+        if ((op == "MatMul" || op == "Attention") && g_.domain(n).empty() && g_.input(n, 1) == v) {
           if (found >= 0 && found != n) refuse("the keys feed two score products ('" + g_.name(found) + "' and '" + g_.name(n) + "')");
           found = n;
           continue;
@@ -255,6 +261,36 @@ sy_value_id new_part_of(const GraphRef& g, sy_node_id concat, sy_value_id past, 
   return g.input(concat, 1);
 }
 
+// ONNX Attention (opset 23) reading the concatenated keys and values: its
+// attributes carry scale and soft-cap, its mask input is read by evaluation.
+Match match_sdpa_node(const GraphRef& g, Walker& w, const KvLayer& kv, sy_node_id n, float key_scale, Match& m) {
+  auto qshape = g.value_shape(m.q);
+  if (!qshape || qshape->size() != 4) refuse("ONNX Attention with 3-D inputs (only the [batch, heads, seq, head] form is fused)");
+  const int64_t D = (*qshape)[3];
+  if (g.input_count(n) > 4 && g.input(n, 4) != SY_NO_VALUE) refuse("ONNX Attention with past_key/past_value inputs after a Concat");
+  if (g.input_count(n) > 6 && g.input(n, 6) != SY_NO_VALUE) refuse("ONNX Attention with nonpad_kv_seqlen");
+  for (int32_t o = 1; o < g.output_count(n); ++o)
+    if (g.output(n, o) != SY_NO_VALUE && g.use_count(g.output(n, o)) > 0) refuse("ONNX Attention whose present or qk outputs are read");
+  const float attr_scale = g.attr_float(n, "scale").value_or(0.f);
+  if (attr_scale == 0.f && D <= 0) refuse("ONNX Attention without scale and with an unknown head size");
+  m.sdpa = true;
+  m.scale = key_scale * (attr_scale != 0.f ? attr_scale : 1.f / std::sqrt(static_cast<float>(D)));
+  m.softcap = g.attr_float(n, "softcap").value_or(0.f);
+  m.sdpa_causal = g.attr_int(n, "is_causal").value_or(0) != 0;
+  m.sdpa_mask = g.input_count(n) > 3 ? g.input(n, 3) : SY_NO_VALUE;
+  if (!m.sdpa_causal && m.sdpa_mask == SY_NO_VALUE) refuse("ONNX Attention without a mask or is_causal: not causal, and the fused op is");
+  m.has_mask = true;
+  m.carried.push_back("ONNX Attention '" + g.name(n) + "' (scale, softcap" + std::string(m.sdpa_causal ? ", is_causal" : "") + ")");
+  sy_node_id v_concat = w.values_to_concat(g.input(n, 2));
+  bool v_transposed = false;
+  if (g.input(v_concat, 0) != kv.past_v) refuse("the value product reads a Concat of another layer's past values");
+  m.v_new = new_part_of(g, v_concat, kv.past_v, v_transposed);
+  if (v_transposed) refuse("the values are concatenated on the head-size axis");
+  m.out = g.output(n, 0);
+  m.replaced.push_back(n);
+  return m;
+}
+
 // Explicit attention: concat -> scores -> softmax -> value product.
 Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat) {
   Match m;
@@ -264,6 +300,7 @@ Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, s
   float scale = 1.f;
   sy_node_id qk = w.keys_to_scores(g.output(k_concat, 0), scale, m.carried);
   m.q = g.input(qk, 0);
+  if (g.is(qk, "Attention")) return match_sdpa_node(g, w, kv, qk, scale, m);
   m.scores = g.output(qk, 0);
   // Scores to Softmax: scale, soft-cap, masks, casts.
   sy_value_id s = m.scores;
@@ -376,14 +413,9 @@ struct MaskState {
 // Reads one [.., S, P+S] additive mask (the softmax input for zero scores):
 // which keys each query of a step with `past` cached tokens may see. Only a
 // causal mask, possibly with a sliding window, passes.
-void classify_mask(const sy::plugin::TensorView& t, int64_t past, int64_t fresh, MaskState& state) {
-  if (t.dtype() != SY_DTYPE_FLOAT32 || t.rank() < 2) refuse("the mask evaluates to a non-float tensor");
+// Planes of [S, T] additive masks (float, -inf or very negative = blocked).
+void classify_mask(const float* d, int64_t planes, int64_t past, int64_t fresh, MaskState& state) {
   const int64_t T = past + fresh, S = fresh;
-  if (t.dim(t.rank() - 1) != T || t.dim(t.rank() - 2) != S)
-    refuse("the mask evaluates to shape " + std::to_string(t.dim(t.rank() - 2)) + "x" + std::to_string(t.dim(t.rank() - 1)) +
-           ", expected " + std::to_string(S) + "x" + std::to_string(T));
-  const int64_t planes = t.numel() / (S * T);
-  const float* d = t.data<float>();
   auto blocked = [&](float v, int64_t i, int64_t j) {
     if (v == 0.f) return false;
     if (v <= -1e4f) return true;  // -inf, the dtype's lowest, or a -10000 filter
@@ -415,6 +447,53 @@ void classify_mask(const sy::plugin::TensorView& t, int64_t past, int64_t fresh,
       state.window = count;
     }
   }
+}
+
+// The additive [planes, S, T] mask the softmax input shows for zero scores.
+std::vector<float> explicit_mask(const sy::plugin::TensorView& t, int64_t past, int64_t fresh, int64_t& planes) {
+  if (t.dtype() != SY_DTYPE_FLOAT32 || t.rank() < 2) refuse("the mask evaluates to a non-float tensor");
+  const int64_t T = past + fresh, S = fresh;
+  if (t.dim(t.rank() - 1) != T || t.dim(t.rank() - 2) != S)
+    refuse("the mask evaluates to shape " + std::to_string(t.dim(t.rank() - 2)) + "x" + std::to_string(t.dim(t.rank() - 1)) +
+           ", expected " + std::to_string(S) + "x" + std::to_string(T));
+  planes = t.numel() / (S * T);
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+// ONNX Attention's mask input (bool: true attends; float: added), padded
+// with -inf to the total length, with is_causal aligned to the start (no
+// past input on the node), as one additive [planes, S, T] mask.
+std::vector<float> sdpa_mask(const sy::plugin::TensorView* t, bool causal, int64_t past, int64_t fresh, int64_t& planes) {
+  const int64_t T = past + fresh, S = fresh;
+  const float blocked = -std::numeric_limits<float>::infinity();
+  int64_t mp = 1, mrows = 1, mcols = T;
+  if (t) {
+    if (t->rank() < 2) refuse("ONNX Attention's mask evaluates to rank " + std::to_string(t->rank()));
+    mrows = t->dim(t->rank() - 2);
+    mcols = t->dim(t->rank() - 1);
+    mp = t->numel() / std::max<int64_t>(mrows * mcols, 1);
+    if ((mrows != S && mrows != 1) || mcols > T) refuse("ONNX Attention's mask does not fit the step's queries and keys");
+    if (t->dtype() != SY_DTYPE_BOOL && t->dtype() != SY_DTYPE_FLOAT32) refuse("ONNX Attention's mask is neither bool nor float");
+  }
+  planes = mp;
+  std::vector<float> out(static_cast<size_t>(mp * S * T));
+  for (int64_t p = 0; p < mp; ++p)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        float v = 0.f;
+        if (causal && j > i) v = blocked;
+        if (t) {
+          if (j >= mcols) {
+            v = blocked;
+          } else {
+            const int64_t at = (p * mrows + (mrows == 1 ? 0 : i)) * mcols + j;
+            const float mv = t->dtype() == SY_DTYPE_BOOL ? (t->data<bool>()[at] ? 0.f : blocked) : t->data<float>()[at];
+            v += mv;
+          }
+        }
+        out[static_cast<size_t>((p * S + i) * T + j)] = v;
+      }
+  return out;
 }
 
 }  // namespace
@@ -483,22 +562,36 @@ bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
       const int64_t dims[4] = {1, 1, fresh, past + fresh};
       std::vector<std::pair<sy_value_id, sy_tensor>> feeds;
       std::vector<sy_value_id> want;
-      for (size_t i : explicit_layers) {
-        feeds.push_back({matches[i].scores, sy_tensor{SY_DTYPE_FLOAT32, 4, dims, zeros.data(), SY_DEVICE_CPU, 0}});
-        want.push_back(matches[i].softmax_in);
+      // Explicit chains: the softmax input with the scores fed as zeros.
+      // ONNX Attention: its mask input as computed.
+      std::vector<size_t> asked;  // index into explicit_layers of each wanted value, -1: none
+      for (size_t k = 0; k < explicit_layers.size(); ++k) {
+        const Match& m = matches[explicit_layers[k]];
+        if (!m.sdpa) {
+          feeds.push_back({m.scores, sy_tensor{SY_DTYPE_FLOAT32, 4, dims, zeros.data(), SY_DEVICE_CPU, 0}});
+          want.push_back(m.softmax_in);
+        } else if (m.sdpa_mask != SY_NO_VALUE) {
+          want.push_back(m.sdpa_mask);
+        }
       }
       std::vector<sy::plugin::TensorView> masks;
       try {
-        masks = g.evaluate(1, static_cast<int32_t>(past), static_cast<int32_t>(fresh), feeds, want);
+        if (!want.empty()) masks = g.evaluate(1, static_cast<int32_t>(past), static_cast<int32_t>(fresh), feeds, want);
       } catch (const Error& e) {
         throw Error("attention-fusion: cannot evaluate the model's mask (past " + std::to_string(past) + ", " +
                         std::to_string(fresh) + " new tokens): " + e.what(),
                     SY_UNSUPPORTED);
       }
+      size_t next = 0;
       for (size_t k = 0; k < explicit_layers.size(); ++k) {
         Match& m = matches[explicit_layers[k]];
         try {
-          classify_mask(masks[k], past, fresh, windows[explicit_layers[k]]);
+          int64_t planes = 1;
+          std::vector<float> additive;
+          if (!m.sdpa) additive = explicit_mask(masks[next++], past, fresh, planes);
+          else if (m.sdpa_mask != SY_NO_VALUE) additive = sdpa_mask(&masks[next++], m.sdpa_causal, past, fresh, planes);
+          else additive = sdpa_mask(nullptr, m.sdpa_causal, past, fresh, planes);
+          classify_mask(additive.data(), planes, past, fresh, windows[explicit_layers[k]]);
         } catch (const Refusal& r) {
           throw Error("attention-fusion: layer " + std::to_string(m.layer) + " cannot be fused: " + r.why, SY_UNSUPPORTED);
         }

@@ -213,6 +213,10 @@ TEST(RealModels, EveryFamilyAndExportStyleIsPresent) {
   for (const char* arch : {"llama3", "qwen2", "mistral", "phi3", "gptneox", "gemma2", "gpt2"})
     for (const char* style : {"torchscript", "dynamo", "optimum"})
       EXPECT_NE(std::find(models.begin(), models.end(), std::string(arch) + "-" + style), models.end()) << arch << "-" << style;
+  for (const char* arch : {"llama3", "qwen2", "mistral", "phi3"})
+    EXPECT_NE(std::find(models.begin(), models.end(), std::string(arch) + "-dynamo23"), models.end()) << arch << "-dynamo23";
+  for (const char* m : {"qwen2-fp16", "qwen2-bf16", "llama3-alibi"})
+    EXPECT_NE(std::find(models.begin(), models.end(), std::string(m)), models.end()) << m;
   for (const char* arch : {"llama3", "qwen2", "mistral", "phi3", "gemma2"})
     for (const char* style : {"genai", "genai-int4"})
       EXPECT_NE(std::find(models.begin(), models.end(), std::string(arch) + "-" + style), models.end()) << arch << "-" << style;

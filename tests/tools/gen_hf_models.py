@@ -6,6 +6,8 @@ references beside them, for tests/model/test_real_models.cpp.
 Export styles (each a folder <arch>-<style>/ with model.onnx and ref.json):
   torchscript  torch.onnx.export(dynamo=False), decoder-with-past interface
   dynamo       torch.onnx.export(dynamo=True), the same interface
+  dynamo23     the same at opset 23, where the exporter emits ONNX's own
+               Attention, RotaryEmbedding and RMSNormalization ops
   optimum      optimum-onnx's main_export, task text-generation-with-past
   genai        onnxruntime-genai's model builder, fp32 (and genai-int4: int4)
   alibi        (llama3 only) TorchScript with an ALiBi bias added to the
@@ -242,7 +244,7 @@ def traceable_masks():
         mu.ALL_MASK_ATTENTION_FUNCTIONS.register("sdpa", saved[1])
 
 
-def torch_export(model, path, dynamo, alibi=False, dtype=torch.float32):
+def torch_export(model, path, dynamo, alibi=False, dtype=torch.float32, opset=None):
     n, kvh, hd = kv_geometry(model)
     if dtype != torch.float32:
         model = copy.deepcopy(model).to(dtype)
@@ -273,7 +275,7 @@ def torch_export(model, path, dynamo, alibi=False, dtype=torch.float32):
         d = Dim.DYNAMIC
         ds = {"input_ids": {0: d, 1: d}, "attention_mask": {0: d, 1: d},
               "position_ids": {0: d, 1: d}, "past": tuple({0: d, 2: d} for _ in range(2 * n))}
-        prog = torch.onnx.export(wrapper, (ids, mask, pos, *past), None, dynamo=True,
+        prog = torch.onnx.export(wrapper, (ids, mask, pos, *past), None, dynamo=True, opset_version=opset,
                                  input_names=names_in + names_past, output_names=["logits"] + names_present,
                                  dynamic_shapes=ds)
         prog.save(path, external_data=False)
@@ -399,7 +401,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("archs", nargs="*")
-    ap.add_argument("--styles", default="torchscript,dynamo,optimum,genai,genai-int4,alibi,fp16,bf16")
+    ap.add_argument("--styles", default="torchscript,dynamo,dynamo23,optimum,genai,genai-int4,alibi,fp16,bf16")
     args = ap.parse_args()
     styles = args.styles.split(",")
     cfgs = configs()
@@ -418,6 +420,8 @@ def main():
         for style in styles:
             if style.startswith("genai") and arch in ("gpt2", "gptneox"):
                 continue  # the model builder does not support these families
+            if style == "dynamo23" and arch not in ("qwen2", "llama3", "mistral", "phi3"):
+                continue  # the opset-23 forms (Attention, RotaryEmbedding, RMSNormalization): the SDPA families
             if style == "alibi" and arch != "llama3":
                 continue  # one model with a bias the fused op cannot express is enough
             if style in ("fp16", "bf16") and arch != "qwen2":
@@ -438,6 +442,8 @@ def main():
                     torch_export(model, path, dynamo=True, dtype=torch.bfloat16)
                 elif style == "dynamo":
                     torch_export(model, path, dynamo=True)
+                elif style == "dynamo23":
+                    torch_export(model, path, dynamo=True, opset=23)
                 elif style == "optimum":
                     tmp = tempfile.mkdtemp()
                     optimum_export(hf_dir, tmp)

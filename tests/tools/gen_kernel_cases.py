@@ -294,6 +294,23 @@ gqa_case("GQA_packed_rotary", 1, 4, 0, 4, 2, 16, [3], packed=True, rotary=True)
 gqa_case("GQA_decode_window", 1, 1, 9, 2, 1, 16, [9], window=3, rotary=True)
 
 
+# --- opset 23 attention and rotary embedding (dynamo exports at opset 23) -------------------
+case("Attention23_gqa_causal", "Attention", [("q", f32(1, 4, 5, 16)), ("k", f32(1, 2, 5, 16)), ("v", f32(1, 2, 5, 16))],
+     {"is_causal": 1}, opset=23, tol=1e-4)
+case("Attention23_bool_mask_softcap", "Attention",
+     [("q", f32(2, 2, 3, 8)), ("k", f32(2, 2, 6, 8)), ("v", f32(2, 2, 6, 8)),
+      ("m", np.tril(np.ones((3, 6), dtype=bool), k=3))], {"softcap": 2.0, "scale": 0.4}, opset=23, tol=1e-4)
+case("Attention23_float_mask_3d_past", "Attention",
+     [("q", f32(1, 2, 4 * 8)), ("k", f32(1, 2, 2 * 8)), ("v", f32(1, 2, 2 * 8)), ("m", f32(1, 1, 2, 5, lo=-3, hi=0)),
+      ("pk", f32(1, 2, 3, 8)), ("pv", f32(1, 2, 3, 8))], {"q_num_heads": 4, "kv_num_heads": 2}, n_out=3, opset=23, tol=1e-4)
+cos8, sin8 = rotary_caches(16, 8)
+case("RotaryEmbedding23_positions", "RotaryEmbedding",
+     [("x", f32(1, 2, 3, 8)), ("c", cos8), ("s", sin8), ("p", np.array([[4, 5, 6]], dtype=np.int64))], opset=23, tol=1e-5)
+case("RotaryEmbedding23_3d_interleaved_partial", "RotaryEmbedding",
+     [("x", f32(2, 3, 2 * 8)), ("c", f32(2, 3, 2)), ("s", f32(2, 3, 2))],
+     {"interleaved": 1, "num_heads": 2, "rotary_embedding_dim": 4}, opset=23, tol=1e-5)
+
+
 def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
