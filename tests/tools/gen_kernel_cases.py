@@ -286,6 +286,15 @@ def gqa_case(name, B, S, P, H, KVH, D, seqlens, packed=False, rotary=False, wind
     case(name, "GroupQueryAttention", ins, attrs, n_out=3, domain=MS, plugin="contrib", tol=1e-4)
 
 
+case("MultiHeadAttention_causal_past", "MultiHeadAttention",
+     [("q", f32(1, 2, 2 * 8)), ("k", f32(1, 2, 2 * 8)), ("v", f32(1, 2, 2 * 8)), ("b", None), ("m", None), ("ab", None),
+      ("pk", f32(1, 2, 3, 8)), ("pv", f32(1, 2, 3, 8))],
+     {"num_heads": 2, "unidirectional": 1}, n_out=3, domain=MS, plugin="contrib", tol=1e-4)
+case("MultiHeadAttention_bias_padding", "MultiHeadAttention",
+     [("q", f32(2, 3, 2 * 8)), ("k", f32(2, 3, 2 * 8)), ("v", f32(2, 3, 2 * 8)), ("b", f32(3 * 2 * 8)),
+      ("m", np.array([[1, 1, 1], [0, 1, 1]], dtype=np.int32))],
+     {"num_heads": 2}, domain=MS, plugin="contrib", tol=1e-4)
+
 gqa_case("GQA_prompt", 1, 5, 0, 4, 2, 16, [4])
 gqa_case("GQA_prompt_rotary_window", 1, 7, 0, 4, 2, 16, [6], rotary=True, window=2)
 gqa_case("GQA_decode_past", 2, 1, 6, 4, 1, 16, [6, 6], rotary=True)
