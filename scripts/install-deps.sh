@@ -7,7 +7,7 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 PKGS="cmake ninja-build g++ python3 python3-pip libonnx-dev libprotobuf-dev protobuf-compiler \
   libboost-dev libboost-program-options-dev libboost-filesystem-dev libgtest-dev libbenchmark-dev nlohmann-json3-dev \
-  libyaml-cpp-dev libopenblas-dev libssl-dev libcpp-httplib-dev curl"
+  libyaml-cpp-dev libopenblas-dev libssl-dev libcpp-httplib-dev libpcre2-dev libutf8proc-dev pkg-config curl"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -19,6 +19,10 @@ if [ "${1:-}" = "--tests" ]; then
     python3 -m pip install -q --disable-pip-version-check onnx onnxruntime onnx_ir numpy
   python3 -c "import openai, pytest" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check openai pytest
+  # References for tokenizer.json (the Hugging Face tokenizers library) and
+  # chat templates (jinja2, what transformers renders them with).
+  python3 -c "import tokenizers, jinja2" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check tokenizers jinja2
   # The fuzzers (scripts/fuzz.sh) build with clang's libFuzzer.
   for p in clang-14 libclang-rt-14-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $p >/dev/null; }
