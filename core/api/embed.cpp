@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/session.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -63,14 +63,13 @@ struct RequestState {
   std::mutex mu;
   std::condition_variable cv;
   sy::StepEngine* engine = nullptr;
-  const sy::Llama2cTokenizer* tokenizer = nullptr;
+  std::unique_ptr<sy::StreamDecoder> decoder;  // null without a tokenizer
   uint64_t id = 0;
   std::vector<int32_t> tokens;
   size_t polled = 0;
   std::string text;     // delivered text
   std::string held;     // decoded, not yet delivered (maybe the start of a stop string)
   std::vector<std::string> stops;
-  int prev_token = 0;
   bool stopped = false;  // a stop string was found: the rest is discarded
   bool finished = false;
   sy_request_info info{};
@@ -117,7 +116,7 @@ struct RequestState {
 
 struct sy_engine {
   std::unique_ptr<sy::Session> session;
-  std::optional<sy::Llama2cTokenizer> tokenizer;
+  std::unique_ptr<sy::Tokenizer> tokenizer;
   std::string model_name;
 };
 
@@ -143,8 +142,8 @@ sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out
       return fail(SY_API_INVALID_ARGUMENT, std::string(options->manifest) +
                                                ": the embedding API serves requests with the step engine: the profile must "
                                                "select a cache manager ('cache:') and the attention-fusion pass");
-    std::string tok = cfg.tokenizer.empty() ? sy::Llama2cTokenizer::find_beside(cfg.model) : cfg.tokenizer;
-    if (!tok.empty()) e->tokenizer = sy::Llama2cTokenizer::load(tok);
+    std::string tok = cfg.tokenizer.empty() ? sy::find_tokenizer_beside(cfg.model) : cfg.tokenizer;
+    if (!tok.empty()) e->tokenizer = sy::load_tokenizer(tok);
     std::string stem = cfg.model.substr(cfg.model.find_last_of('/') + 1);
     e->model_name = stem.size() > 5 && stem.substr(stem.size() - 5) == ".onnx" ? stem.substr(0, stem.size() - 5) : stem;
     *out = e.release();
@@ -170,7 +169,7 @@ sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add
   return guarded([&]() -> sy_api_status {
     if (!engine || !text || !count) return fail(SY_API_INVALID_ARGUMENT, "sy_tokenize: engine, text and count are required");
     if (!engine->tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
-    auto v = engine->tokenizer->encode(text, add_bos != 0, false);
+    auto v = engine->tokenizer->encode(text, add_bos != 0);
     *count = static_cast<int32_t>(v.size());
     for (int32_t i = 0; i < capacity && i < *count; ++i) ids[i] = v[static_cast<size_t>(i)];
     return static_cast<sy_api_status>(SY_API_OK);
@@ -185,7 +184,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
     if (p->prompt_text) {
       if (!engine->tokenizer) return fail(SY_API_INVALID_ARGUMENT, "prompt_text needs a tokenizer; give prompt_ids");
       if (!*p->prompt_text) return fail(SY_API_INVALID_ARGUMENT, "the prompt is empty");
-      req.prompt = engine->tokenizer->encode(p->prompt_text, true, false);
+      req.prompt = engine->tokenizer->encode(p->prompt_text, true);
     } else {
       if (!p->prompt_ids || p->num_prompt_ids <= 0) return fail(SY_API_INVALID_ARGUMENT, "the prompt is empty");
       req.prompt.assign(p->prompt_ids, p->prompt_ids + p->num_prompt_ids);
@@ -201,8 +200,8 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
     req.sampling.seed = p->sampling.seed;
     auto st = std::make_shared<RequestState>();
     st->engine = engine->session->step_engine();
-    st->tokenizer = engine->tokenizer ? &*engine->tokenizer : nullptr;
-    st->prev_token = req.prompt.back();
+    // Streamed text leaves special tokens out (end-of-sequence among them).
+    if (engine->tokenizer) st->decoder = std::make_unique<sy::StreamDecoder>(*engine->tokenizer, req.prompt, true);
     for (int32_t i = 0; i < p->num_stop; ++i)
       if (p->stop && p->stop[i] && *p->stop[i]) st->stops.emplace_back(p->stop[i]);
     st->on_token = p->on_token;
@@ -218,9 +217,8 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
         std::lock_guard<std::mutex> lock(st->mu);
         if (st->stopped) return;  // tokens after a stop string are dropped
         st->tokens.push_back(tok);
-        if (st->tokenizer) {
-          st->held += st->tokenizer->decode_piece(st->prev_token, tok);
-          st->prev_token = tok;
+        if (st->decoder) {
+          st->held += st->decoder->push(tok);
           piece = st->release_text(false);
           stop_now = st->stopped;
         }
@@ -232,6 +230,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
     cb.on_finish = [st](uint64_t, const sy::GenerationResult& r) {
       {
         std::lock_guard<std::mutex> lock(st->mu);
+        if (st->decoder && !st->stopped) st->held += st->decoder->flush();
         std::string rest = st->release_text(true);
         (void)rest;  // delivered through sy_request_text; streaming callers got every piece up to a stop
         st->info.finish_reason = st->stopped ? SY_FINISH_STOP : finish_code(r.finish_reason);

@@ -17,6 +17,10 @@ struct ProbeReport {
   int cases = 0;            // synthetic steps run
   int regions = 0;          // replaced values compared per case
   double max_deviation = 0;  // largest |original - rewritten| seen (values and logits)
+  // How far the original's logits move when its replaced values are swapped
+  // for the proven-equal rewritten ones (downstream quantized activations
+  // amplify last-bit differences); the whole-graph check allows 4x this.
+  double logit_sensitivity = 0;
   double ms = 0;
   std::string skipped;      // why the probe did not run (approximate pass, no decoder interface)
 };

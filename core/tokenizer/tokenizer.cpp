@@ -97,4 +97,11 @@ std::string StreamDecoder::flush() {
   return text.size() > prefix_text.size() ? text.substr(prefix_text.size()) : std::string();
 }
 
+std::string decode_continuation(const Tokenizer& tok, const std::vector<int>& context, const std::vector<int>& tokens, bool skip_special) {
+  StreamDecoder d(tok, context, skip_special);
+  std::string out;
+  for (int t : tokens) out += d.push(t);
+  return out + d.flush();
+}
+
 }  // namespace sy

@@ -54,4 +54,8 @@ class StreamDecoder {
   bool skip_special_;
 };
 
+// The text `tokens` add after `context` (as streamed: special tokens left out).
+std::string decode_continuation(const Tokenizer& tok, const std::vector<int>& context, const std::vector<int>& tokens,
+                                bool skip_special = true);
+
 }  // namespace sy

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sy::cli {
 
@@ -28,8 +28,8 @@ Parsed parse(const std::vector<std::string>& args, const po::options_description
 
 std::string find_tokenizer(const std::string& model, const std::string& given) {
   if (!given.empty()) return given;
-  std::string found = Llama2cTokenizer::find_beside(model);
-  SY_CHECK(!found.empty(), "no --tokenizer given and no single tokenizer (tokenizer.bin or tok*.bin) beside " << model);
+  std::string found = find_tokenizer_beside(model);
+  SY_CHECK(!found.empty(), "no --tokenizer given and no tokenizer (tokenizer.json, tokenizer.bin or one tok*.bin) beside " << model);
   return found;
 }
 

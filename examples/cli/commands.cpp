@@ -16,7 +16,7 @@
 #include "http_bench.h"
 #include <fstream>
 #include "graph/onnx_import.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -51,16 +51,13 @@ int cmd_generate(const std::vector<std::string>& args) {
 
   EngineConfig cfg = mf.config();
   auto session = Session::create(cfg);
-  std::optional<Llama2cTokenizer> tok;
+  std::unique_ptr<Tokenizer> tok;
   // Text needs a tokenizer; with --prompt-ids and none beside the model the
   // ids are printed instead.
   if (prompt_ids.empty() || !tokenizer_path.empty() || !cfg.tokenizer.empty()) {
-    tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
-  } else {
-    try {
-      tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, ""));
-    } catch (const Error&) {
-    }
+    tok = load_tokenizer(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
+  } else if (const std::string beside = find_tokenizer_beside(cfg.model); !beside.empty()) {
+    tok = load_tokenizer(beside);
   }
   auto ids_text = [](const std::vector<int>& ids) {
     std::string out;
@@ -76,26 +73,26 @@ int cmd_generate(const std::vector<std::string>& args) {
     batch.back().prompt = parse_ids(prompt_ids);
   } else if (prompts.empty()) {
     batch.push_back(req);
-    batch.back().prompt = {Llama2cTokenizer::kBos};  // no prompt: a story from BOS, like run.c
+    batch.back().prompt = tok->encode("", true);  // no prompt: from BOS alone, like run.c
+    SY_CHECK(!batch.back().prompt.empty(), "give --prompt: this tokenizer adds no BOS to start from");
   } else {
     for (const auto& text : prompts) {
       SY_CHECK(!text.empty(), "the prompt is empty");
       batch.push_back(req);
-      batch.back().prompt = tok->encode(text, true, false);
+      batch.back().prompt = tok->encode(text, true);
     }
   }
   // A single prompt in text mode streams its tokens as they come.
   bool stream = !json && batch.size() == 1 && tok;
-  int prev = batch[0].prompt.back();
+  std::unique_ptr<StreamDecoder> streamer;
   if (stream) {
-    std::cout << tok->decode(std::vector<int>(batch[0].prompt.begin() + 1, batch[0].prompt.end()), Llama2cTokenizer::kBos)
-              << std::flush;
+    std::cout << tok->decode(batch[0].prompt, true) << std::flush;
+    streamer = std::make_unique<StreamDecoder>(*tok, batch[0].prompt, true);
   }
   auto results = session->generate(batch, [&](size_t, int t) {
-    if (!stream) return;
-    std::cout << tok->decode_piece(prev, t) << std::flush;
-    prev = t;
+    if (streamer) std::cout << streamer->push(t) << std::flush;
   });
+  if (streamer) std::cout << streamer->flush();
   if (StepEngine* se = session->step_engine(); se && !json) {
     const auto& m = se->metrics();
     std::fprintf(stderr, "[step engine: %lld steps, KV blocks peak %d of %d, prefix cache hit rate %.3f (%lld of %lld prompt tokens), %lld preemptions]\n",
@@ -114,7 +111,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       nlohmann::json j;
       j["prompt_ids"] = batch[r].prompt;
       j["ids"] = res.tokens;
-      j["text"] = tok ? tok->decode(res.tokens, batch[r].prompt.back()) : "";
+      j["text"] = tok ? decode_continuation(*tok, batch[r].prompt, res.tokens) : "";
       j["finish_reason"] = res.finish_reason;
       j["cached_tokens"] = res.cached_tokens;
       j["metrics"] = {{"ttft_ms", res.ttft_ms}, {"tpot_ms", res.tpot_ms()}, {"tokens_per_s", tps}};
@@ -123,7 +120,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       if (!tok) {
         std::cout << ids_text(batch[r].prompt) << " | " << ids_text(res.tokens) << "\n";
       } else if (!stream) {
-        std::cout << tok->decode(batch[r].prompt, Llama2cTokenizer::kBos).substr(0) << tok->decode(res.tokens, batch[r].prompt.back()) << "\n";
+        std::cout << tok->decode(batch[r].prompt, true) << decode_continuation(*tok, batch[r].prompt, res.tokens) << "\n";
       } else {
         std::cout << "\n";
       }

@@ -14,7 +14,7 @@
 #include "cli_support.h"
 #include "commands.h"
 #include "engine/step_engine.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sy::cli {
 
@@ -71,8 +71,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   SY_CHECK(in, "cannot read the text " << text_path);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto tok = Llama2cTokenizer::load(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
-  std::vector<int> tokens = tok.encode(ss.str(), true, false);
+  auto tok = load_tokenizer(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
+  std::vector<int> tokens = tok->encode(ss.str(), true);
   if (static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
   SY_CHECK(tokens.size() >= 2, text_path << ": the text has fewer than two tokens");
 
