@@ -231,7 +231,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   j["probes"] = nlohmann::json::array();
   for (const ProbeReport& pr : rep.probes)
     j["probes"].push_back({{"pass", pr.pass}, {"cases", pr.cases}, {"regions", pr.regions}, {"max_deviation", pr.max_deviation},
-                           {"ms", pr.ms}, {"skipped", pr.skipped}});
+                           {"logit_sensitivity", pr.logit_sensitivity}, {"ms", pr.ms}, {"skipped", pr.skipped}});
   if (json) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -299,8 +299,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
     if (!pr["skipped"].get<std::string>().empty())
       std::printf("equivalence probe of '%s': skipped (%s)\n", pr["pass"].get<std::string>().c_str(), pr["skipped"].get<std::string>().c_str());
     else
-      std::printf("equivalence probe of '%s': %d cases, %d regions, max deviation %.3g, %.1f ms\n", pr["pass"].get<std::string>().c_str(),
-                  pr["cases"].get<int>(), pr["regions"].get<int>(), pr["max_deviation"].get<double>(), pr["ms"].get<double>());
+      std::printf("equivalence probe of '%s': %d cases, %d regions, max deviation %.3g (logit sensitivity %.3g), %.1f ms\n",
+                  pr["pass"].get<std::string>().c_str(), pr["cases"].get<int>(), pr["regions"].get<int>(), pr["max_deviation"].get<double>(),
+                  pr["logit_sensitivity"].get<double>(), pr["ms"].get<double>());
   }
   return 0;
 }
