@@ -126,6 +126,30 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
+std::string uppercase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const auto& [cp, at] : code_points(s)) out += encode(to_upper(cp));
+  return out;
+}
+
+char32_t to_lower(char32_t cp) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))); }
+char32_t to_upper(char32_t cp) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(cp))); }
+char32_t to_title(char32_t cp) { return static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(cp))); }
+bool is_cased(char32_t cp) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+}
+bool is_letter(char32_t cp) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
+}
+
+bool is_number(char32_t cp) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+  return cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO;
+}
+
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
          c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;

@@ -26,6 +26,13 @@ bool is_valid_utf8(std::string_view s);
 enum class Form { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, Form form);
 std::string lowercase(std::string_view s);
+std::string uppercase(std::string_view s);
+char32_t to_lower(char32_t cp);
+char32_t to_upper(char32_t cp);
+char32_t to_title(char32_t cp);
+bool is_cased(char32_t cp);   // categories Lu, Ll, Lt (Python's notion of cased)
+bool is_letter(char32_t cp);  // L*
+bool is_number(char32_t cp);  // N*
 
 bool is_whitespace(char32_t cp);   // Unicode White_Space
 bool is_punctuation(char32_t cp);  // ASCII punctuation or Unicode category P*

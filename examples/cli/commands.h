@@ -17,5 +17,6 @@ int cmd_optimize(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_chat_template(const std::vector<std::string>& args);
 
 }  // namespace sy::cli
