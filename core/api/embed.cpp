@@ -117,6 +117,7 @@ struct RequestState {
 struct sy_engine {
   std::unique_ptr<sy::Session> session;
   std::unique_ptr<sy::Tokenizer> tokenizer;
+  std::string tokenizer_path, model_path;
   std::string model_name;
 };
 
@@ -142,8 +143,12 @@ sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out
       return fail(SY_API_INVALID_ARGUMENT, std::string(options->manifest) +
                                                ": the embedding API serves requests with the step engine: the profile must "
                                                "select a cache manager ('cache:') and the attention-fusion pass");
+    if (options->struct_size >= offsetof(sy_engine_options, tokenizer) + sizeof(const char*) && options->tokenizer)
+      cfg.tokenizer = options->tokenizer;
     std::string tok = cfg.tokenizer.empty() ? sy::find_tokenizer_beside(cfg.model) : cfg.tokenizer;
     if (!tok.empty()) e->tokenizer = sy::load_tokenizer(tok);
+    e->tokenizer_path = tok;
+    e->model_path = e->session->model().path();
     std::string stem = cfg.model.substr(cfg.model.find_last_of('/') + 1);
     e->model_name = stem.size() > 5 && stem.substr(stem.size() - 5) == ".onnx" ? stem.substr(0, stem.size() - 5) : stem;
     *out = e.release();
@@ -163,6 +168,21 @@ int32_t sy_engine_max_context(const sy_engine* engine) {
   return engine ? static_cast<int32_t>(engine->session->model().max_context()) : 0;
 }
 int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tokenizer ? 1 : 0; }
+const char* sy_engine_model_path(const sy_engine* engine) { return engine ? engine->model_path.c_str() : ""; }
+const char* sy_engine_tokenizer_path(const sy_engine* engine) { return engine ? engine->tokenizer_path.c_str() : ""; }
+
+sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char* text, int32_t capacity, int32_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !length || (capacity > 0 && !text)) return fail(SY_API_INVALID_ARGUMENT, "sy_token_text: engine and length are required");
+    if (!engine->tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
+    if (token < 0 || token >= engine->tokenizer->vocab_size())
+      return fail(SY_API_INVALID_ARGUMENT, "token " + std::to_string(token) + " is outside the tokenizer's vocabulary");
+    const std::string piece = engine->tokenizer->decode({token}, false);
+    *length = static_cast<int32_t>(piece.size());
+    if (capacity > 0) std::memcpy(text, piece.data(), std::min<size_t>(piece.size(), static_cast<size_t>(capacity)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
 
 sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add_bos, int32_t* ids, int32_t capacity,
                           int32_t* count) {
@@ -198,6 +218,17 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
     req.sampling.top_k = p->sampling.top_k;
     req.sampling.top_p = p->sampling.top_p == 0.f ? 1.f : p->sampling.top_p;
     req.sampling.seed = p->sampling.seed;
+    auto* on_logprobs = static_cast<void (*)(void*, const sy_token_logprobs*)>(nullptr);
+    if (p->struct_size >= offsetof(sy_request_params, on_logprobs) + sizeof(p->on_logprobs)) {
+      req.sampling.presence_penalty = p->presence_penalty;
+      req.sampling.frequency_penalty = p->frequency_penalty;
+      req.sampling.repetition_penalty = p->repetition_penalty == 0.f ? 1.f : p->repetition_penalty;
+      req.sampling.min_p = p->min_p;
+      if (p->logprobs) req.sampling.logprobs = p->top_logprobs;
+      if (p->num_stop_ids > 0 && !p->stop_ids) return fail(SY_API_INVALID_ARGUMENT, "num_stop_ids without stop_ids");
+      for (int32_t i = 0; i < p->num_stop_ids; ++i) req.stop_ids.push_back(p->stop_ids[i]);
+      on_logprobs = p->on_logprobs;
+    }
     auto st = std::make_shared<RequestState>();
     st->engine = engine->session->step_engine();
     // Streamed text leaves special tokens out (end-of-sequence among them).
@@ -227,6 +258,22 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
       if (st->on_token) st->on_token(st->user, tok, piece.c_str());
       if (stop_now) st->engine->cancel(st->id);
     };
+    if (on_logprobs) {
+      cb.on_logprobs = [st, on_logprobs](uint64_t, const sy::TokenLogprobs& lp) {
+        {
+          std::lock_guard<std::mutex> lock(st->mu);
+          if (st->stopped) return;
+        }
+        std::vector<int32_t> ids;
+        std::vector<float> values;
+        for (const auto& [t, v] : lp.top) {
+          ids.push_back(t);
+          values.push_back(v);
+        }
+        sy_token_logprobs event{sizeof(sy_token_logprobs), lp.token, lp.logprob, static_cast<int32_t>(ids.size()), ids.data(), values.data()};
+        on_logprobs(st->user, &event);
+      };
+    }
     cb.on_finish = [st](uint64_t, const sy::GenerationResult& r) {
       {
         std::lock_guard<std::mutex> lock(st->mu);

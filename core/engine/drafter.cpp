@@ -34,8 +34,14 @@ class DraftModelDrafter : public Drafter {
   std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams& sampling,
                                std::vector<std::vector<double>>* q) override {
     State& st = states_[seq];
-    if (!st.sampler) st.sampler = std::make_unique<Sampler>(SamplingParams{sampling.temperature, sampling.top_k, sampling.top_p,
-                                                                           sampling.seed * 0x9e3779b97f4a7c15ull + seq + 1});
+    if (!st.sampler) {
+      // The draft samples with the target's filters from its own stream; its
+      // distribution q need not match (rejection sampling corrects for it).
+      SamplingParams draft = sampling;
+      draft.seed = sampling.seed * 0x9e3779b97f4a7c15ull + seq + 1;
+      draft.logprobs = -1;
+      st.sampler = std::make_unique<Sampler>(draft);
+    }
     // Roll the draft cache back to the longest prefix it shares with the
     // target's tokens (rejected drafts leave it).
     size_t common = 0;

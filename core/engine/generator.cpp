@@ -124,6 +124,7 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
   std::vector<bool> done(b.rows, false);
   for (size_t r = 0; r < b.rows; ++r) {
     samplers.emplace_back(batch[r].sampling);
+    samplers.back().set_prompt(batch[r].prompt);
     if (batch[r].max_tokens == 0) {
       done[r] = true;
       results[r].finish_reason = "length";
@@ -146,14 +147,17 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
       const int64_t at = right && results[r].tokens.empty() ? static_cast<int64_t>(batch[r].prompt.size()) - 1 : S - 1;
       const float* row = logits.data<float>() + (static_cast<int64_t>(r) * S + at) * V;
       int tok = samplers[r].sample(row, static_cast<int>(V));
+      samplers[r].accept(tok);
       GenerationResult& res = results[r];
+      if (batch[r].sampling.logprobs >= 0) res.logprobs.push_back(token_logprobs(row, static_cast<int>(V), tok, batch[r].sampling.logprobs));
       if (res.tokens.empty()) res.ttft_ms = now;
       res.tokens.push_back(tok);
       res.token_ms.push_back(now);
       res.e2e_ms = now;
       if (on_token) on_token(r, tok);
       step_tokens[r][0] = tok;
-      if (batch[r].stop_at_eos && model_.is_eos(tok, batch[r].eos_ids)) {
+      const auto& stop_ids = batch[r].stop_ids;
+      if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end() || (batch[r].stop_at_eos && model_.is_eos(tok, batch[r].eos_ids))) {
         done[r] = true;
         res.finish_reason = "stop";
       } else if (static_cast<int>(res.tokens.size()) >= batch[r].max_tokens) {

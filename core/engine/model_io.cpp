@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -134,6 +135,30 @@ std::optional<GenaiConfig> read_genai_config(const std::string& dir) {
   return c;
 }
 
+// tokenizer_config.json's eos_token (a string or an AddedToken object),
+// looked up in tokenizer.json's added tokens and vocabulary.
+static std::optional<int> tokenizer_config_eos_id(const fs::path& dir) {
+  const fs::path config_path = dir / "tokenizer_config.json", tokenizer_path = dir / "tokenizer.json";
+  if (!fs::exists(config_path) || !fs::exists(tokenizer_path)) return std::nullopt;
+  try {
+    std::ifstream cf(config_path), tf(tokenizer_path);
+    const nlohmann::json config = nlohmann::json::parse(cf), tok = nlohmann::json::parse(tf);
+    if (!config.contains("eos_token")) return std::nullopt;
+    const nlohmann::json& e = config["eos_token"];
+    const std::string text = e.is_string() ? e.get<std::string>() : e.is_object() ? e.value("content", std::string()) : std::string();
+    if (text.empty()) return std::nullopt;
+    if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+      for (const auto& a : tok["added_tokens"])
+        if (a.is_object() && a.value("content", std::string()) == text && a.contains("id") && a["id"].is_number_integer()) return a["id"].get<int>();
+    if (tok.contains("model") && tok["model"].contains("vocab") && tok["model"]["vocab"].is_object() && tok["model"]["vocab"].contains(text) &&
+        tok["model"]["vocab"][text].is_number_integer())
+      return tok["model"]["vocab"][text].get<int>();
+  } catch (const std::exception& e) {
+    SY_THROW(dir.string() << ": cannot read the eos token from tokenizer_config.json / tokenizer.json: " << e.what());
+  }
+  return std::nullopt;
+}
+
 std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai) {
   if (genai && !genai->eos_ids.empty()) return genai->eos_ids;
   const fs::path dir = fs::path(model_file).parent_path();
@@ -152,6 +177,7 @@ std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig*
       if (!ids.empty()) return ids;
     }
   }
+  if (auto id = tokenizer_config_eos_id(dir)) return {*id};
   return {2};
 }
 

@@ -31,7 +31,8 @@ std::optional<GenaiConfig> read_genai_config(const std::string& dir);
 std::string resolve_model_file(const std::string& path);
 
 // End-of-sequence ids: genai_config.json, else generation_config.json, else
-// config.json beside the model (eos_token_id: one id or a list); {2} (the
+// config.json beside the model (eos_token_id: one id or a list); else
+// tokenizer_config.json's eos_token in tokenizer.json; {2} (the
 // llama2.c convention) when none says.
 std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai);
 

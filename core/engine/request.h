@@ -15,6 +15,7 @@ struct GenerationRequest {
   SamplingParams sampling;
   bool stop_at_eos = true;
   std::vector<int> eos_ids;  // empty: the model's (genai_config.json, generation_config.json, else 2)
+  std::vector<int> stop_ids;  // more ids that end generation ("stop"), honoured even when stop_at_eos is off
   int priority = 0;         // lower runs first, for schedulers that honour it
   double timeout_ms = 0;    // 0: none; else the request ends with "timeout" after this long
 };
@@ -29,6 +30,7 @@ struct GenerationResult {
   double e2e_ms = 0;           // arrival -> last token
   std::vector<double> token_ms;  // arrival -> each token (inter-token latencies)
   int32_t cached_tokens = 0;   // prompt tokens reused from the prefix cache
+  std::vector<TokenLogprobs> logprobs;  // one per token when sampling.logprobs >= 0
   double tpot_ms() const { return tokens.size() > 1 ? (e2e_ms - ttft_ms) / static_cast<double>(tokens.size() - 1) : 0; }
 };
 

@@ -7,10 +7,66 @@
 
 namespace sy {
 
+TokenLogprobs token_logprobs(const float* logits, int n, int token, int top) {
+  float m = logits[0];
+  for (int i = 1; i < n; ++i) m = std::max(m, logits[i]);
+  double total = 0;
+  for (int i = 0; i < n; ++i) total += std::exp(static_cast<double>(logits[i] - m));
+  const double log_z = static_cast<double>(m) + std::log(total);
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = static_cast<float>(logits[token] - log_z);
+  if (top > 0) {
+    std::vector<int> ids(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+    const auto k = static_cast<size_t>(std::min(top, n));
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+  }
+  return out;
+}
+
 Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
   SY_CHECK(std::isfinite(p.temperature), "temperature must be a finite number");
   SY_CHECK(p.top_k >= 0, "top_k must be >= 0, got " << p.top_k);
   SY_CHECK(p.top_p > 0.f && p.top_p <= 1.f, "top_p must be in (0, 1], got " << p.top_p);
+  SY_CHECK(p.min_p >= 0.f && p.min_p <= 1.f, "min_p must be in [0, 1], got " << p.min_p);
+  SY_CHECK(p.presence_penalty >= -2.f && p.presence_penalty <= 2.f, "presence_penalty must be in [-2, 2], got " << p.presence_penalty);
+  SY_CHECK(p.frequency_penalty >= -2.f && p.frequency_penalty <= 2.f, "frequency_penalty must be in [-2, 2], got " << p.frequency_penalty);
+  SY_CHECK(p.repetition_penalty > 0.f && std::isfinite(p.repetition_penalty), "repetition_penalty must be > 0, got " << p.repetition_penalty);
+  SY_CHECK(p.logprobs >= -1 && p.logprobs <= 20, "logprobs must be in [0, 20], got " << p.logprobs);
+}
+
+void Sampler::set_prompt(const std::vector<int>& prompt) {
+  prompt_tokens_ = prompt;
+  std::sort(prompt_tokens_.begin(), prompt_tokens_.end());
+  prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()), prompt_tokens_.end());
+}
+
+void Sampler::accept(int token) {
+  if (p_.penalized()) ++generated_[token];
+}
+
+const float* Sampler::penalize(const float* logits, int n, const std::vector<int>& pending) {
+  if (!p_.penalized()) return logits;
+  penalized_.assign(logits, logits + n);
+  std::unordered_map<int, int> counts = generated_;
+  for (int t : pending) ++counts[t];
+  auto in_range = [n](int t) { return t >= 0 && t < n; };
+  if (p_.repetition_penalty != 1.f) {
+    auto repeat = [&](int t) {
+      float& l = penalized_[static_cast<size_t>(t)];
+      l = l > 0 ? l / p_.repetition_penalty : l * p_.repetition_penalty;
+    };
+    for (int t : prompt_tokens_)
+      if (in_range(t)) repeat(t);
+    for (const auto& [t, c] : counts)
+      if (in_range(t) && !std::binary_search(prompt_tokens_.begin(), prompt_tokens_.end(), t)) repeat(t);
+  }
+  for (const auto& [t, c] : counts)
+    if (in_range(t) && c > 0) penalized_[static_cast<size_t>(t)] -= p_.frequency_penalty * static_cast<float>(c) + p_.presence_penalty;
+  return penalized_.data();
 }
 
 int Sampler::argmax(const float* logits, int n) {
@@ -20,24 +76,23 @@ int Sampler::argmax(const float* logits, int n) {
   return best;
 }
 
-int Sampler::sample(const float* logits, int n) {
-  if (greedy()) return argmax(logits, n);
-  std::vector<double>& p = probs_;
-  distribution(logits, n, p);
-  return sample_from(p);
+int Sampler::greedy_choice(const float* logits, int n, const std::vector<int>& pending) { return argmax(penalize(logits, n, pending), n); }
+
+int Sampler::sample(const float* logits, int n, const std::vector<int>& pending) {
+  if (greedy()) return greedy_choice(logits, n, pending);
+  distribution(logits, n, probs_, pending);
+  return sample_from(probs_);
 }
 
-}  // namespace sy
-
-namespace sy {
-
-void Sampler::distribution(const float* logits, int n, std::vector<double>& p) {
+void Sampler::distribution(const float* raw, int n, std::vector<double>& p, const std::vector<int>& pending) {
+  const float* logits = penalize(raw, n, pending);
   p.assign(static_cast<size_t>(n), 0.0);
   if (greedy()) {
     p[static_cast<size_t>(argmax(logits, n))] = 1.0;
     return;
   }
-  // The same steps as sample(): temperature, top-k, top-p, normalisation.
+  // Temperature, top-k, top-p, min-p (Hugging Face's warper order), then
+  // normalisation.
   scratch_.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) scratch_[static_cast<size_t>(i)] = {logits[i] / p_.temperature, i};
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
@@ -58,6 +113,14 @@ void Sampler::distribution(const float* logits, int n, std::vector<double>& p) {
         break;
       }
     }
+    keep = cut;
+    total = 0;
+    for (size_t i = 0; i < keep; ++i) total += w[i];
+  }
+  if (p_.min_p > 0.f) {
+    // w[0] is the most likely token's weight: keep those within min_p of it.
+    size_t cut = 1;
+    while (cut < keep && w[cut] / total >= static_cast<double>(p_.min_p) * (w[0] / total)) ++cut;
     keep = cut;
     total = 0;
     for (size_t i = 0; i < keep; ++i) total += w[i];

@@ -76,6 +76,7 @@ uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callback
   s->callbacks = std::move(callbacks);
   s->tokens.assign(request.prompt.begin(), request.prompt.end());
   s->sampler = Sampler(request.sampling);
+  s->sampler.set_prompt(request.prompt);
   s->arrival_ms = now_ms();
   if (result) *result = s->promise.get_future();
   uint64_t id;
@@ -443,9 +444,9 @@ bool StepEngine::step() {
         if (metrics_.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) metrics_.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
         for (int32_t pos = 0; pos < accepted; ++pos) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(pos)];
       }
-      for (int tok : emitted) {
+      for (size_t j = 0; j < emitted.size(); ++j) {
         if (s->done) break;  // a stop token ends the sequence; the rest is dropped
-        emit(s, tok, now);
+        emit(s, emitted[j], now, mine + static_cast<int64_t>(j) * V, V);  // token j was chosen from row j
       }
       // The last emitted token's KV is computed next step; earlier ones are in the cache.
       continue;
@@ -453,13 +454,18 @@ bool StepEngine::step() {
     s->computed += b.tokens;
     cache_.commit(s->id, s->tokens.data(), s->computed);
     if (s->computed < static_cast<int32_t>(s->tokens.size())) continue;  // more prompt chunks to go
-    emit(s, s->sampler.sample(mine, static_cast<int>(V)), now);
+    emit(s, s->sampler.sample(mine, static_cast<int>(V)), now, mine, V);
   }
   return true;
 }
 
-void StepEngine::emit(Seq* s, int tok, double now) {
+void StepEngine::emit(Seq* s, int tok, double now, const float* row, int64_t vocab) {
   GenerationResult& res = s->result;
+  s->sampler.accept(tok);
+  if (s->req.sampling.logprobs >= 0) {
+    res.logprobs.push_back(token_logprobs(row, static_cast<int>(vocab), tok, s->req.sampling.logprobs));
+    if (s->callbacks.on_logprobs) s->callbacks.on_logprobs(s->id, res.logprobs.back());
+  }
   if (res.tokens.empty()) res.ttft_ms = now - s->arrival_ms;
   res.tokens.push_back(tok);
   res.e2e_ms = now - s->arrival_ms;
@@ -470,7 +476,8 @@ void StepEngine::emit(Seq* s, int tok, double now) {
     ++metrics_.generated_tokens;
   }
   if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
-  if (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids)) finish(s, "stop");
+  const bool stop_id = std::find(s->req.stop_ids.begin(), s->req.stop_ids.end(), tok) != s->req.stop_ids.end();
+  if (stop_id || (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids))) finish(s, "stop");
   else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, "length");
   else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
 }
@@ -516,22 +523,27 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
   std::vector<int32_t> out;
   std::vector<double> p;
   const auto n = static_cast<int>(V);
+  // Position i is judged as if drafts 0..i-1 had been generated: penalties
+  // count them, as plain decoding would have.
+  std::vector<int> pending;
   for (size_t i = 0; i < s->drafts.size(); ++i) {
     const float* row = logits + static_cast<int64_t>(i) * V;
     int32_t d = s->drafts[i];
     if (s->sampler.greedy()) {
       // Greedy: the longest prefix the target would have produced itself.
-      int t = Sampler::argmax(row, n);
+      int t = s->sampler.greedy_choice(row, n, pending);
+      pending.push_back(t);
       out.push_back(t);
       if (t != d) return out;
       continue;
     }
     // Rejection sampling (Leviathan et al.): accept d with probability
     // min(1, p(d) / q(d)); else draw from max(0, p - q), renormalised.
-    s->sampler.distribution(row, n, p);
+    s->sampler.distribution(row, n, p, pending);
     double qd = s->draft_q.empty() ? 1.0 : s->draft_q[i][static_cast<size_t>(d)];
     if (qd > 0 && s->sampler.uniform() < std::min(1.0, p[static_cast<size_t>(d)] / qd)) {
       out.push_back(d);
+      pending.push_back(d);
       continue;
     }
     for (size_t t = 0; t < p.size(); ++t) {
@@ -542,7 +554,7 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
     return out;
   }
   // Every draft accepted: a bonus token from the last row.
-  out.push_back(s->sampler.sample(logits + static_cast<int64_t>(s->drafts.size()) * V, n));
+  out.push_back(s->sampler.sample(logits + static_cast<int64_t>(s->drafts.size()) * V, n, pending));
   return out;
 }
 

@@ -87,6 +87,8 @@ class StepEngine {
 
   struct Callbacks {
     std::function<void(uint64_t id, int token)> on_token;          // engine thread
+    // With sampling.logprobs >= 0: each token's, just before on_token.
+    std::function<void(uint64_t id, const TokenLogprobs&)> on_logprobs;
     std::function<void(uint64_t id, const GenerationResult&)> on_finish;  // engine thread
   };
   // Thread-safe. Validates the request (throws sy::Error naming the
@@ -132,7 +134,8 @@ class StepEngine {
   // Accepts or rejects a sequence's drafts against the target logits rows
   // starting at `row`; returns the tokens to emit.
   std::vector<int32_t> verify(Seq* s, const float* logits, int64_t vocab);
-  void emit(Seq* s, int tok, double now);
+  // row: the logits the token was chosen from (for its logprobs).
+  void emit(Seq* s, int tok, double now, const float* row, int64_t vocab);
   void validate(const GenerationRequest& r) const;
   double now_ms() const;
 

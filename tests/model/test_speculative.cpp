@@ -77,6 +77,38 @@ TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
   }
 }
 
+// The penalties and filters are part of the distribution the verifier
+// judges drafts against: each position counts the drafts before it as
+// generated, so greedy outputs stay identical with every drafter.
+TEST(Speculative, GreedyOutputsIdenticalWithPenalties) {
+  auto penalized = [](GenerationRequest r) {
+    r.sampling.presence_penalty = 0.4f;
+    r.sampling.frequency_penalty = 0.6f;
+    r.sampling.repetition_penalty = 1.3f;
+    return r;
+  };
+  auto plain = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}));
+  std::vector<GenerationRequest> batch;
+  for (const auto& r : batch8()) batch.push_back(penalized(r));
+  auto expected = plain->generate(batch);
+  auto unpenalized = plain->generate(batch8());
+  int changed = 0;
+  for (size_t i = 0; i < batch.size(); ++i) changed += expected[i].tokens != unpenalized[i].tokens;
+  EXPECT_GT(changed, 4) << "the penalties should change most of these continuations";
+  for (auto d : drafters()) {
+    if (d.name == "draft-model" && !d.options.count("model")) d.options["model"] = test::model_path("stories260K.onnx");
+    auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+    set_drafter(cfg, d.name, d.options);
+    auto s = Session::create(cfg);
+    auto together = s->generate(batch);
+    for (size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(together[i].tokens, expected[i].tokens) << d.name << " request " << i;
+    auto m = s->step_engine()->metrics();
+    EXPECT_GT(m.spec_accepted_tokens, 0) << d.name;
+    std::printf("[ penalties / %s ] drafts %lld, proposed %lld, accepted %lld\n", d.name.c_str(), static_cast<long long>(m.spec_drafts),
+                static_cast<long long>(m.spec_draft_tokens), static_cast<long long>(m.spec_accepted_tokens));
+  }
+}
+
 // Pearson's two-sample chi-square over the categories both samples hit at
 // least 5 times (the rest pooled); returns {statistic, degrees of freedom}.
 std::pair<double, int> chi_square(const std::map<int, int>& a, const std::map<int, int>& b, int na, int nb) {
@@ -108,14 +140,23 @@ TEST(Speculative, SamplingPreservesTheTargetDistribution) {
   // steps produce, must agree at the 0.1% level.
   const int N = 2000;
   std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 403, 407, 261, 378};
-  auto sample = [&](const std::optional<Drafter>& d, uint64_t seed_base) {
+  auto sample = [&](const std::optional<Drafter>& d, uint64_t seed_base, bool penalties = false) {
     auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
     cfg.max_seqs = 256;
     cfg.max_batch_tokens = 4096;
     if (d) set_drafter(cfg, d->name, d->options);
     auto s = Session::create(cfg);
     std::vector<GenerationRequest> reqs;
-    for (int i = 0; i < N; ++i) reqs.push_back(req(prompt, 6, 1.0f, seed_base + static_cast<uint64_t>(i) * 7919));
+    for (int i = 0; i < N; ++i) {
+      reqs.push_back(req(prompt, 6, 1.0f, seed_base + static_cast<uint64_t>(i) * 7919));
+      if (penalties) {
+        reqs.back().sampling.presence_penalty = 0.8f;
+        reqs.back().sampling.frequency_penalty = 0.5f;
+        reqs.back().sampling.repetition_penalty = 1.2f;
+        reqs.back().sampling.top_k = 40;
+        reqs.back().sampling.min_p = 0.02f;
+      }
+    }
     std::vector<std::map<int, int>> hist(2);
     for (const auto& r : s->generate(reqs)) {
       ++hist[0][r.tokens[2]];
@@ -143,6 +184,17 @@ TEST(Speculative, SamplingPreservesTheTargetDistribution) {
       EXPECT_GE(df, 3);
       EXPECT_LT(chi, crit) << d.name << " changes the distribution of generated token " << (pos == 0 ? 3 : 5);
     }
+  }
+  // With penalties, top-k and min-p as well: the verifier applies them too.
+  auto target_penalized = sample(std::nullopt, 2000, true);
+  auto spec_penalized = sample(Drafter{"prompt-lookup", {{"k", "3"}}}, 700000, true);
+  for (int pos = 0; pos < 2; ++pos) {
+    auto [chi, df] = chi_square(target_penalized[static_cast<size_t>(pos)], spec_penalized[static_cast<size_t>(pos)], N, N);
+    double crit = chi_square_critical_001(df);
+    std::printf("[ penalties, top-k, min-p / prompt-lookup ] token %d: chi-square %.1f on %d degrees of freedom (critical %.1f)\n",
+                pos == 0 ? 3 : 5, chi, df, crit);
+    EXPECT_GE(df, 3);
+    EXPECT_LT(chi, crit);
   }
 }
 

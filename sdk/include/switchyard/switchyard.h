@@ -36,7 +36,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 0
+#define SY_API_VERSION_MINOR 1
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -65,6 +65,8 @@ typedef struct sy_engine_options {
   const char* profile;   /* NULL: the top level */
   const char* model;     /* NULL: the manifest's */
   int32_t threads;       /* 0: the manifest's, else one per core */
+  /* ---- 1.1 ---- */
+  const char* tokenizer; /* NULL: the manifest's, else the one in the model folder */
 } sy_engine_options;
 
 /* Loads the model and plugins of a manifest profile. The profile must select
@@ -77,6 +79,14 @@ SY_API void sy_engine_destroy(sy_engine* engine);
 SY_API const char* sy_engine_model_name(const sy_engine* engine);
 SY_API int32_t sy_engine_max_context(const sy_engine* engine);
 SY_API int32_t sy_engine_has_tokenizer(const sy_engine* engine);
+/* 1.1: the ONNX file the engine runs (its folder holds the tokenizer and
+ * chat template of a Hugging Face model folder) and the tokenizer file ("" if none). */
+SY_API const char* sy_engine_model_path(const sy_engine* engine);
+SY_API const char* sy_engine_tokenizer_path(const sy_engine* engine);
+/* 1.1: the bytes one token decodes to on its own (special tokens included;
+ * byte-level pieces may be part of a UTF-8 character). Writes up to
+ * capacity bytes and sets *length to the full length. */
+SY_API sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char* text, int32_t capacity, int32_t* length);
 
 /* Text <-> token ids with the manifest's tokenizer. tokenize writes up to
  * capacity ids and sets *count to the full length (call again with a
@@ -113,6 +123,17 @@ typedef struct sy_request_info {
   const char* error;      /* for SY_FINISH_ERROR */
 } sy_request_info;
 
+/* A generated token's log-probability under the model (log-softmax of its
+ * logits, before penalties and temperature) and the most likely tokens. */
+typedef struct sy_token_logprobs {
+  uint32_t struct_size;
+  int32_t token;
+  float logprob;
+  int32_t num_top;
+  const int32_t* top_tokens;  /* most likely first */
+  const float* top_logprobs;
+} sy_token_logprobs;
+
 typedef struct sy_request_params {
   uint32_t struct_size;
   const char* prompt_text;    /* tokenized with BOS, or ... */
@@ -132,6 +153,18 @@ typedef struct sy_request_params {
   /* Called once at the end, from the engine thread. */
   void (*on_finish)(void* user, const sy_request_info* info);
   void* user;
+  /* ---- 1.1 (read when struct_size covers them; zero means off) ---- */
+  float presence_penalty;   /* OpenAI's, on generated tokens: [-2, 2] */
+  float frequency_penalty;  /* OpenAI's, on generated tokens: [-2, 2] */
+  float repetition_penalty; /* Hugging Face's, on prompt and generated tokens: > 0 (0 and 1: off) */
+  float min_p;              /* [0, 1]: drop tokens below min_p * the top probability */
+  int32_t logprobs;         /* 1: report each token's log-probability (on_logprobs) */
+  int32_t top_logprobs;     /* with logprobs: also the k most likely tokens, k <= 20 */
+  const int32_t* stop_ids;  /* token ids that end generation (as end-of-sequence does, even with ignore_eos) */
+  int32_t num_stop_ids;
+  /* With logprobs: called for each token just before on_token, from the
+   * engine thread. Pointers are valid during the call. */
+  void (*on_logprobs)(void* user, const struct sy_token_logprobs* logprobs);
 } sy_request_params;
 
 /* Queues a request. The handle stays valid until sy_request_release. */
