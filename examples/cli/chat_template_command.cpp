@@ -47,19 +47,22 @@ ChatRequest to_request(const OrderedJson& j, bool generation_prompt) {
 }  // namespace
 
 int cmd_chat_template(const std::vector<std::string>& args) {
-  std::string model, template_file, messages_file, batch, tokenizer;
+  std::string model, template_file, messages_file, batch;
   bool no_generation_prompt = false, json = false;
   po::options_description d("chat-template options");
-  d.add_options()("help,h", "show this help")("model", po::value(&model), "a model folder (its tokenizer_config.json or chat_template.jinja)")(
-      "template", po::value(&template_file), "a template file (.jinja, or .json with chat_template)")(
+  d.add_options()("help,h", "show this help")(
+      "tokenizer", po::value(&model), "a model folder (its tokenizer_config.json or chat_template.jinja; its tokenizer for the ids)")(
+      "model", po::value(&model), "the same as --tokenizer")(
+      "template", po::value(&template_file), "a template file (.jinja, or .json with chat_template); with --tokenizer: overrides its")(
       "messages", po::value(&messages_file), "a JSON file: a list of messages, or {messages, tools, ...}")(
       "batch", po::value(&batch), "a JSON file with a list of such requests: prints one JSON line each ({text} or {error})")(
       "no-generation-prompt", po::bool_switch(&no_generation_prompt), "do not open an assistant turn at the end")(
-      "tokenizer", po::value(&tokenizer), "with --json: also print the prompt's token ids (default: the model's)")(
-      "json", po::bool_switch(&json), "print {\"text\": ..., \"ids\": [...]}");
-  auto p = parse(args, d, "usage: switchyard chat-template (--model DIR | --template FILE) (--messages F.json | --batch F.json) [--json]");
+      "json", po::bool_switch(&json), "print {\"rendered\": ..., \"ids\": [...]} (ids: the text encoded without adding special tokens)");
+  auto p = parse(args, d,
+                 "usage: switchyard chat-template (--tokenizer DIR | --template FILE) (--messages F.json | --batch F.json) "
+                 "[--no-generation-prompt] [--json]");
   if (p.help) return 0;
-  SY_CHECK(model.empty() != template_file.empty(), "give --model or --template (one of them)");
+  SY_CHECK(!model.empty() || !template_file.empty(), "give --tokenizer DIR (a model folder) or --template FILE");
   SY_CHECK(messages_file.empty() != batch.empty(), "give --messages or --batch (one of them)");
   std::optional<ChatTemplate> chat;
   if (!template_file.empty()) chat = ChatTemplate::from_file(template_file);
@@ -71,7 +74,7 @@ int cmd_chat_template(const std::vector<std::string>& args) {
     for (const auto& r : requests) {
       nlohmann::json out;
       try {
-        out["text"] = chat->apply(to_request(r, !no_generation_prompt));
+        out["rendered"] = chat->apply(to_request(r, !no_generation_prompt));
       } catch (const std::exception& e) {
         out["error"] = e.what();
       }
@@ -84,8 +87,8 @@ int cmd_chat_template(const std::vector<std::string>& args) {
     std::cout << text;
     return 0;
   }
-  nlohmann::json out{{"text", text}};
-  const std::string tok_path = !tokenizer.empty() ? tokenizer : !model.empty() ? find_tokenizer_beside(model) : "";
+  nlohmann::json out{{"rendered", text}};
+  const std::string tok_path = !model.empty() ? find_tokenizer_beside(model) : "";
   if (!tok_path.empty()) out["ids"] = load_tokenizer(tok_path)->encode(text, false);  // the template already wrote BOS
   std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;

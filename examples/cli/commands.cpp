@@ -17,6 +17,7 @@
 #include <fstream>
 #include "graph/onnx_import.h"
 #include "tokenizer/tokenizer.h"
+#include "chat/chat_template.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -25,7 +26,8 @@ namespace sy::cli {
 
 int cmd_generate(const std::vector<std::string>& args) {
   EngineFlags mf;
-  std::string tokenizer_path, prompt_ids;
+  std::string tokenizer_path, prompt_ids, system_prompt, chat_template_file;
+  bool chat = false;
   std::vector<std::string> prompts;
   GenerationRequest req;
   bool json = false, ignore_eos = false;
@@ -41,12 +43,21 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-p", po::value(&req.sampling.top_p)->default_value(1.f), "1: off")(
       "seed", po::value(&req.sampling.seed)->default_value(0), "random seed for sampling")(
       "ignore-eos", po::bool_switch(&ignore_eos), "keep generating past the end-of-sequence token")(
+      "chat", po::bool_switch(&chat), "send the prompt as a user message through the model's chat template")(
+      "system", po::value(&system_prompt), "with --chat: a system message first")(
+      "chat-template", po::value(&chat_template_file), "with --chat: this template (.jinja or .json) instead of the model folder's")(
+      "min-p", po::value(&req.sampling.min_p)->default_value(0.f), "0: off")(
+      "presence-penalty", po::value(&req.sampling.presence_penalty)->default_value(0.f), "OpenAI's, [-2, 2]")(
+      "frequency-penalty", po::value(&req.sampling.frequency_penalty)->default_value(0.f), "OpenAI's, [-2, 2]")(
+      "repetition-penalty", po::value(&req.sampling.repetition_penalty)->default_value(1.f), "Hugging Face's; 1: off")(
       "json", po::bool_switch(&json), "print one JSON object per prompt");
   auto p = parse(args, d,
                  "usage: switchyard generate (--model M | --manifest F [--profile P]) [--tokenizer T] "
                  "(--prompt TEXT | --prompt-ids 1,2,3) [options]");
   if (p.help) return 0;
   SY_CHECK(prompts.empty() || prompt_ids.empty(), "give --prompt or --prompt-ids, not both");
+  SY_CHECK(!chat || !prompts.empty(), "--chat needs --prompt (the user message)");
+  SY_CHECK(chat || (system_prompt.empty() && chat_template_file.empty()), "--system and --chat-template go with --chat");
   req.stop_at_eos = !ignore_eos;
 
   EngineConfig cfg = mf.config();
@@ -76,10 +87,25 @@ int cmd_generate(const std::vector<std::string>& args) {
     batch.back().prompt = tok->encode("", true);  // no prompt: from BOS alone, like run.c
     SY_CHECK(!batch.back().prompt.empty(), "give --prompt: this tokenizer adds no BOS to start from");
   } else {
+    std::optional<ChatTemplate> chat_template;
+    if (chat) {
+      const std::string tok_path = find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path);
+      chat_template = !chat_template_file.empty() ? ChatTemplate::from_file(chat_template_file) : ChatTemplate::from_model_dir(tok_path);
+      if (!chat_template) chat_template = ChatTemplate::from_model_dir(cfg.model);
+      SY_CHECK(chat_template, "--chat: the model folder has no chat template (tokenizer_config.json chat_template or chat_template.jinja); "
+                              "give --chat-template FILE");
+    }
     for (const auto& text : prompts) {
       SY_CHECK(!text.empty(), "the prompt is empty");
       batch.push_back(req);
-      batch.back().prompt = tok->encode(text, true);
+      if (chat_template) {
+        ChatRequest cr;
+        if (!system_prompt.empty()) cr.messages.push_back({{"role", "system"}, {"content", system_prompt}});
+        cr.messages.push_back({{"role", "user"}, {"content", text}});
+        batch.back().prompt = tok->encode(chat_template->apply(cr), false);  // the template writes BOS itself
+      } else {
+        batch.back().prompt = tok->encode(text, true);
+      }
     }
   }
   // A single prompt in text mode streams its tokens as they come.

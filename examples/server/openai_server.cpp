@@ -2,6 +2,9 @@
 
 #include "request_parsing.h"
 
+#include "base/error.h"
+#include "chat/chat_template.h"
+
 #include <httplib.h>
 #include <signal.h>
 
@@ -13,7 +16,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -81,6 +86,11 @@ const char* reason_name(int32_t r) {
 
 // ---- one HTTP completion: n * prompts engine requests feeding one event queue
 
+struct Logprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct Event {
   int index;
   std::string text;
@@ -88,6 +98,7 @@ struct Event {
   bool final = false;
   sy_request_info info{};
   std::string error;
+  std::optional<Logprobs> logprobs;
 };
 
 struct Completion {
@@ -101,13 +112,23 @@ struct Completion {
 struct Choice {
   std::shared_ptr<Completion> c;
   int index;
+  std::optional<Logprobs> pending;  // on_logprobs comes just before its on_token
 };
+
+void on_logprobs(void* user, const sy_token_logprobs* lp) {
+  auto* ch = static_cast<Choice*>(user);
+  Logprobs l;
+  l.logprob = lp->logprob;
+  for (int32_t i = 0; i < lp->num_top; ++i) l.top.emplace_back(lp->top_tokens[i], lp->top_logprobs[i]);
+  ch->pending = std::move(l);
+}
 
 void on_token(void* user, int32_t token, const char* text) {
   auto* ch = static_cast<Choice*>(user);
   {
     std::lock_guard<std::mutex> lock(ch->c->mu);
-    ch->c->events.push_back({ch->index, text, token, false, {}, {}});
+    ch->c->events.push_back({ch->index, text, token, false, {}, {}, std::move(ch->pending)});
+    ch->pending.reset();
   }
   ch->c->cv.notify_all();
 }
@@ -129,7 +150,7 @@ void on_finish(void* user, const sy_request_info* info) {
   }
   {
     std::lock_guard<std::mutex> lock(c->mu);
-    Event e{ch->index, "", -1, true, *info, info->error ? info->error : ""};
+    Event e{ch->index, "", -1, true, *info, info->error ? info->error : "", std::nullopt};
     c->events.push_back(e);
     --c->pending;
   }
@@ -142,6 +163,14 @@ class Server {
   Server(sy_engine* e, const ServerOptions& o) : engine_(e), opt_(o) {
     if (opt_.model_name.empty()) opt_.model_name = sy_engine_model_name(e);
     if (opt_.max_prompt_tokens <= 0) opt_.max_prompt_tokens = sy_engine_max_context(e);
+    if (!opt_.chat_template_file.empty()) {
+      chat_template_ = ChatTemplate::from_file(opt_.chat_template_file);
+    } else {
+      const std::string tok = sy_engine_tokenizer_path(e);
+      chat_template_ = ChatTemplate::from_model_dir(tok.empty() ? std::string(sy_engine_model_path(e)) : tok);
+    }
+    std::fprintf(stderr, "switchyard serve: chat template: %s\n",
+                 chat_template_ ? chat_template_->name().c_str() : "none (chat messages are joined as plain text)");
   }
 
   int run() {
@@ -223,20 +252,78 @@ class Server {
     return l;
   }
 
-  std::vector<int32_t> tokenize(const std::string& text) {
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special) {
     if (!sy_engine_has_tokenizer(engine_)) throw bad_request("this model has no tokenizer: send token ids", "prompt");
     std::vector<int32_t> ids(text.size() + 8);
     int32_t n = 0;
-    if (sy_tokenize(engine_, text.c_str(), 1, ids.data(), static_cast<int32_t>(ids.size()), &n) != SY_API_OK)
+    if (sy_tokenize(engine_, text.c_str(), add_special ? 1 : 0, ids.data(), static_cast<int32_t>(ids.size()), &n) != SY_API_OK)
       throw bad_request(sy_last_error(), "prompt");
     ids.resize(static_cast<size_t>(n));
     return ids;
   }
 
+  std::string render_chat(const nlohmann::ordered_json& r) const {
+    ChatRequest cr;
+    cr.messages = r["messages"];
+    if (r.contains("tools")) cr.tools = r["tools"];
+    if (r.contains("documents")) cr.documents = r["documents"];
+    cr.add_generation_prompt = r.value("add_generation_prompt", true);
+    cr.continue_final_message = r.value("continue_final_message", false);
+    if (r.contains("chat_template_kwargs")) cr.extra = r["chat_template_kwargs"];
+    try {
+      return chat_template_->apply(cr);
+    } catch (const Error& e) {
+      throw bad_request(std::string("the chat template refused the messages: ") + e.what(), "messages");
+    }
+  }
+
+  // A token's text on its own, as the logprobs fields report it.
+  std::string token_text(int32_t token) const {
+    char buf[256];
+    int32_t n = 0;
+    if (sy_token_text(engine_, token, buf, sizeof buf, &n) != SY_API_OK) return "";
+    if (n <= static_cast<int32_t>(sizeof buf)) return std::string(buf, static_cast<size_t>(n));
+    std::string big(static_cast<size_t>(n), '\0');
+    sy_token_text(engine_, token, big.data(), n, &n);
+    return big;
+  }
+  static json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
+    return b;
+  }
+  // OpenAI's chat shape: {"token", "logprob", "bytes", "top_logprobs": [...]}.
+  json chat_logprob(int32_t token, const Logprobs& lp) const {
+    json top = json::array();
+    for (const auto& [t, v] : lp.top) {
+      const std::string text = token_text(t);
+      top.push_back({{"token", text}, {"logprob", v}, {"bytes", bytes_of(text)}});
+    }
+    const std::string text = token_text(token);
+    return {{"token", text}, {"logprob", lp.logprob}, {"bytes", bytes_of(text)}, {"top_logprobs", top}};
+  }
+  // The completions shape: parallel lists.
+  void add_completion_logprob(json& out, int32_t token, const Logprobs& lp, size_t& offset) const {
+    const std::string text = token_text(token);
+    out["tokens"].push_back(text);
+    out["token_logprobs"].push_back(lp.logprob);
+    json top = json::object();
+    for (const auto& [t, v] : lp.top) top[token_text(t)] = v;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(offset);
+    offset += text.size();
+  }
+  static json empty_completion_logprobs() {
+    return {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  }
+
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
     ParsedRequest parsed;
     try {
-      parsed = parse_request(req.body, chat, limits(), [this](const std::string& text) { return tokenize(text); });
+      RenderChat render;
+      if (chat_template_) render = [this](const nlohmann::ordered_json& r) { return render_chat(r); };
+      parsed = parse_request(
+          req.body, chat, limits(), [this](const std::string& text, bool add_special) { return tokenize(text, add_special); }, render);
     } catch (const ApiError& e) {
       return send_error(res, e);
     }
@@ -256,15 +343,24 @@ class Server {
         params.prompt_ids = prompts[p].data();
         params.num_prompt_ids = static_cast<int32_t>(prompts[p].size());
         params.max_tokens = s.max_tokens;
-        params.sampling = {sizeof(sy_sampling), static_cast<float>(s.temperature), 0, static_cast<float>(s.top_p),
+        params.sampling = {sizeof(sy_sampling), static_cast<float>(s.temperature), s.top_k, static_cast<float>(s.top_p),
                            s.seed >= 0 ? static_cast<uint64_t>(s.seed) + static_cast<uint64_t>(j) : next_seed_++};
+        params.presence_penalty = static_cast<float>(s.presence_penalty);
+        params.frequency_penalty = static_cast<float>(s.frequency_penalty);
+        params.repetition_penalty = static_cast<float>(s.repetition_penalty);
+        params.min_p = static_cast<float>(s.min_p);
+        params.logprobs = s.logprobs ? 1 : 0;
+        params.top_logprobs = s.top_logprobs;
+        params.stop_ids = s.stop_token_ids.data();
+        params.num_stop_ids = static_cast<int32_t>(s.stop_token_ids.size());
+        params.on_logprobs = on_logprobs;
         params.ignore_eos = s.ignore_eos ? 1 : 0;
         params.stop = stops.data();
         params.num_stop = static_cast<int32_t>(stops.size());
         params.on_token = on_token;
         params.on_finish = on_finish;
         int index = static_cast<int>(p) * s.n + j;
-        params.user = new Choice{c, index};
+        params.user = new Choice{c, index, std::nullopt};
         {
           std::lock_guard<std::mutex> lock(c->mu);
           ++c->pending;
@@ -301,7 +397,8 @@ class Server {
       std::vector<std::string> texts(reqs.size());
       std::vector<std::string> finish(reqs.size());
       std::vector<std::vector<int32_t>> ids(reqs.size());
-      int completion_tokens = 0;
+      std::vector<std::vector<Logprobs>> lps(reqs.size());
+      int completion_tokens = 0, cached_tokens = 0;
       std::string error;
       {
         std::unique_lock<std::mutex> lock(c->mu);
@@ -309,10 +406,12 @@ class Server {
         for (const Event& e : c->events) {
           if (!e.final) {
             ids[static_cast<size_t>(e.index)].push_back(e.token);
+            if (e.logprobs) lps[static_cast<size_t>(e.index)].push_back(*e.logprobs);
             continue;
           }
           finish[static_cast<size_t>(e.index)] = reason_name(e.info.finish_reason);
           completion_tokens += e.info.completion_tokens;
+          cached_tokens += e.info.cached_tokens;
           if (e.info.finish_reason == SY_FINISH_ERROR) error = e.error;
         }
       }
@@ -322,10 +421,22 @@ class Server {
       if (!error.empty()) return send_error(res, {500, error, "server_error", "", ""});
       json choices = json::array();
       for (size_t i = 0; i < reqs.size(); ++i) {
+        json logprobs = nullptr;
+        if (s.logprobs) {
+          const size_t n = std::min(ids[i].size(), lps[i].size());
+          if (chat) {
+            logprobs = {{"content", json::array()}};
+            for (size_t k = 0; k < n; ++k) logprobs["content"].push_back(chat_logprob(ids[i][k], lps[i][k]));
+          } else {
+            logprobs = empty_completion_logprobs();
+            size_t offset = 0;
+            for (size_t k = 0; k < n; ++k) add_completion_logprob(logprobs, ids[i][k], lps[i][k], offset);
+          }
+        }
         if (chat)
-          choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", texts[i]}}}, {"finish_reason", finish[i]}, {"logprobs", nullptr}});
+          choices.push_back({{"index", i}, {"message", {{"role", "assistant"}, {"content", texts[i]}}}, {"finish_reason", finish[i]}, {"logprobs", logprobs}});
         else
-          choices.push_back({{"index", i}, {"text", texts[i]}, {"finish_reason", finish[i]}, {"logprobs", nullptr}});
+          choices.push_back({{"index", i}, {"text", texts[i]}, {"finish_reason", finish[i]}, {"logprobs", logprobs}});
         if (token_ids) {
           choices.back()["prompt_token_ids"] = choice_prompts[i];
           choices.back()["token_ids"] = ids[i];
@@ -333,8 +444,9 @@ class Server {
       }
       json out = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", opt_.model_name},
                   {"choices", choices},
-                  {"usage", {{"prompt_tokens", total_prompt}, {"completion_tokens", completion_tokens}, {"total_tokens", total_prompt + completion_tokens}}}};
-      res.set_content(out.dump(), "application/json");
+                  {"usage", {{"prompt_tokens", total_prompt}, {"completion_tokens", completion_tokens}, {"total_tokens", total_prompt + completion_tokens},
+                             {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}}}};
+      res.set_content(out.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
       return;
     }
     // Streaming: server-sent events, one chunk per piece of text, then the
@@ -343,10 +455,14 @@ class Server {
     auto shared_reqs = std::make_shared<std::vector<sy_request*>>(reqs);
     auto sent_role = std::make_shared<std::vector<bool>>(reqs.size(), false);
     auto completion_tokens = std::make_shared<int>(0);
+    auto cached_tokens = std::make_shared<int>(0);
+    auto text_offsets = std::make_shared<std::vector<size_t>>(reqs.size(), 0);
+    const bool want_logprobs = s.logprobs;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, c, shared_reqs, sent_role, completion_tokens, chat, id, created, total_prompt, token_ids](size_t, httplib::DataSink& sink) {
+        [this, c, shared_reqs, sent_role, completion_tokens, cached_tokens, text_offsets, want_logprobs, chat, id, created, total_prompt,
+         token_ids](size_t, httplib::DataSink& sink) {
           std::deque<Event> batch;
           bool all_done;
           {
@@ -358,7 +474,7 @@ class Server {
           auto chunk = [&](int index, const json& payload_choice) {
             json j = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
                       {"model", opt_.model_name}, {"choices", json::array({payload_choice})}};
-            std::string line = "data: " + j.dump() + "\n\n";
+            std::string line = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
             (void)index;
             return sink.write(line.data(), line.size());
           };
@@ -372,13 +488,23 @@ class Server {
             }
             if (!ok) break;
             if (!e.final) {
-              if (e.text.empty() && !token_ids) continue;  // a token with no text of its own yet
+              if (e.text.empty() && !token_ids && !e.logprobs) continue;  // a token with no text of its own yet
               json piece = chat ? json{{"index", e.index}, {"delta", {{"content", e.text}}}, {"finish_reason", nullptr}}
                                 : json{{"index", e.index}, {"text", e.text}, {"finish_reason", nullptr}, {"logprobs", nullptr}};
               if (token_ids) piece["token_ids"] = json::array({e.token});
+              if (want_logprobs && e.logprobs) {
+                if (chat) {
+                  piece["logprobs"] = {{"content", json::array({chat_logprob(e.token, *e.logprobs)})}};
+                } else {
+                  json lp = empty_completion_logprobs();
+                  add_completion_logprob(lp, e.token, *e.logprobs, (*text_offsets)[idx]);
+                  piece["logprobs"] = lp;
+                }
+              }
               ok = chunk(e.index, piece);
             } else {
               *completion_tokens += e.info.completion_tokens;
+              *cached_tokens += e.info.cached_tokens;
               std::string reason = reason_name(e.info.finish_reason);
               ok = chat ? chunk(e.index, {{"index", e.index}, {"delta", json::object()}, {"finish_reason", reason}})
                         : chunk(e.index, {{"index", e.index}, {"text", ""}, {"finish_reason", reason}, {"logprobs", nullptr}});
@@ -389,7 +515,8 @@ class Server {
             json usage = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
                           {"model", opt_.model_name}, {"choices", json::array()},
                           {"usage", {{"prompt_tokens", total_prompt}, {"completion_tokens", *completion_tokens},
-                                     {"total_tokens", total_prompt + *completion_tokens}}}};
+                                     {"total_tokens", total_prompt + *completion_tokens},
+                                     {"prompt_tokens_details", {{"cached_tokens", *cached_tokens}}}}}};
             std::string tail = "data: " + usage.dump() + "\n\ndata: [DONE]\n\n";
             if (!sink.write(tail.data(), tail.size())) return false;
             sink.done();
@@ -454,6 +581,7 @@ class Server {
   std::mutex active_mu_;
   std::set<sy_request*> active_;
   int64_t started_ = static_cast<int64_t>(std::time(nullptr));
+  std::optional<ChatTemplate> chat_template_;
 };
 
 }  // namespace

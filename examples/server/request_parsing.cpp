@@ -1,10 +1,12 @@
 #include "request_parsing.h"
 
-#include <nlohmann/json.hpp>
+#include <limits>
 
 namespace sy::server {
 
-using json = nlohmann::json;
+// Ordered: a chat template prints the client's objects (tool schemas, call
+// arguments) with their keys in the order sent.
+using json = nlohmann::ordered_json;
 
 ApiError bad_request(const std::string& message, const std::string& param, const std::string& code) {
   return {400, message, "invalid_request_error", param, code};
@@ -26,22 +28,76 @@ T field(const json& body, const char* key, T fallback, const char* type_name) {
   return v.get<T>();
 }
 
-Sampling parse_sampling(const json& body, const RequestLimits& limits) {
+double number_in(const json& body, const char* key, double fallback, double lo, double hi, const char* range) {
+  const double v = field<double>(body, key, fallback, "a number");
+  if (!(v >= lo && v <= hi)) throw bad_request(std::string(key) + " must be in " + range + ", got " + std::to_string(v), key);
+  return v;
+}
+
+// Fields that would change the output and that this server cannot honour:
+// refused by name rather than silently ignored.
+void refuse_unsupported(const json& body, bool chat) {
+  auto refuse = [](const std::string& key, const std::string& why) { throw bad_request("'" + key + "' is not supported: " + why, key); };
+  if (body.contains("response_format") && !body["response_format"].is_null()) {
+    const json& rf = body["response_format"];
+    if (!(rf.is_object() && rf.contains("type") && rf["type"] == "text")) refuse("response_format", "structured output is not implemented yet");
+  }
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs", "guided_decoding_backend"})
+    if (body.contains(key) && !body[key].is_null()) refuse(key, "structured output is not implemented yet");
+  if (body.contains("logit_bias") && !body["logit_bias"].is_null() && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
+    refuse("logit_bias", "logit biases are not implemented");
+  if (body.contains("suffix") && !body["suffix"].is_null()) refuse("suffix", "insertion (fill-in-the-middle) is not implemented");
+  if (body.contains("echo") && body["echo"] == true) refuse("echo", "echoing the prompt is not implemented");
+  if (body.contains("best_of") && !body["best_of"].is_null() && !(body["best_of"].is_number_integer() && body["best_of"] == body.value("n", 1)))
+    refuse("best_of", "best_of other than n is not implemented");
+  for (const char* key : {"functions", "function_call", "prediction", "audio"})
+    if (body.contains(key) && !body[key].is_null()) refuse(key, "not implemented");
+  if (body.contains("modalities") && !body["modalities"].is_null() && body["modalities"] != json::array({"text"}))
+    refuse("modalities", "only text is produced");
+  if (chat && body.contains("tool_choice") && !body["tool_choice"].is_null() && body["tool_choice"] != "none" && body["tool_choice"] != "auto")
+    refuse("tool_choice", "forcing a tool call is not implemented (tools are shown to the model through its chat template; its calls come back as text)");
+  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null())
+    refuse("reasoning_effort", "give the template's own switch in chat_template_kwargs");
+}
+
+Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits) {
   Sampling s;
   s.max_tokens = field<int>(body, "max_tokens", 16, "an integer");
-  if (body.contains("max_completion_tokens")) s.max_tokens = field<int>(body, "max_completion_tokens", 16, "an integer");
+  if (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null())
+    s.max_tokens = field<int>(body, "max_completion_tokens", 16, "an integer");
   if (s.max_tokens < 1) throw bad_request("max_tokens must be >= 1, got " + std::to_string(s.max_tokens), "max_tokens");
   if (s.max_tokens > limits.max_tokens)
     throw bad_request("max_tokens is " + std::to_string(s.max_tokens) + ", over this server's limit of " + std::to_string(limits.max_tokens),
                       "max_tokens");
-  s.temperature = field<double>(body, "temperature", 1.0, "a number");
-  if (!(s.temperature >= 0 && s.temperature <= 2)) throw bad_request("temperature must be in [0, 2]", "temperature");
+  s.temperature = number_in(body, "temperature", 1.0, 0, 2, "[0, 2]");
   s.top_p = field<double>(body, "top_p", 1.0, "a number");
   if (!(s.top_p > 0 && s.top_p <= 1)) throw bad_request("top_p must be in (0, 1]", "top_p");
+  s.top_k = field<int>(body, "top_k", 0, "an integer");
+  if (s.top_k < -1) throw bad_request("top_k must be -1, 0 (off) or positive, got " + std::to_string(s.top_k), "top_k");
+  if (s.top_k < 0) s.top_k = 0;
+  s.min_p = number_in(body, "min_p", 0.0, 0, 1, "[0, 1]");
+  s.presence_penalty = number_in(body, "presence_penalty", 0.0, -2, 2, "[-2, 2]");
+  s.frequency_penalty = number_in(body, "frequency_penalty", 0.0, -2, 2, "[-2, 2]");
+  s.repetition_penalty = field<double>(body, "repetition_penalty", 1.0, "a number");
+  if (!(s.repetition_penalty > 0 && s.repetition_penalty <= 100)) throw bad_request("repetition_penalty must be in (0, 100]", "repetition_penalty");
   s.n = field<int>(body, "n", 1, "an integer");
   if (s.n < 1 || s.n > limits.max_n) throw bad_request("n must be in [1, " + std::to_string(limits.max_n) + "]", "n");
   s.seed = field<int64_t>(body, "seed", -1, "an integer");
   s.stream = field<bool>(body, "stream", false, "a boolean");
+  s.ignore_eos = field<bool>(body, "ignore_eos", false, "a boolean");
+  if (chat) {
+    s.logprobs = field<bool>(body, "logprobs", false, "a boolean");
+    s.top_logprobs = field<int>(body, "top_logprobs", 0, "an integer");
+    if (s.top_logprobs < 0 || s.top_logprobs > limits.max_logprobs)
+      throw bad_request("top_logprobs must be in [0, " + std::to_string(limits.max_logprobs) + "]", "top_logprobs");
+    if (s.top_logprobs > 0 && !s.logprobs) throw bad_request("top_logprobs needs logprobs: true", "top_logprobs");
+  } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+    // Completions: logprobs is the number of alternatives (0 for the chosen token only).
+    s.top_logprobs = field<int>(body, "logprobs", 0, "an integer");
+    if (s.top_logprobs < 0 || s.top_logprobs > limits.max_logprobs)
+      throw bad_request("logprobs must be in [0, " + std::to_string(limits.max_logprobs) + "]", "logprobs");
+    s.logprobs = true;
+  }
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& st = body["stop"];
     const std::string expected = "invalid type for 'stop': expected a string or an array of up to " + std::to_string(limits.max_stop) + " strings";
@@ -58,26 +114,80 @@ Sampling parse_sampling(const json& body, const RequestLimits& limits) {
       if (x.empty() || x.size() > limits.max_stop_bytes)
         throw bad_request("each stop sequence must have 1 to " + std::to_string(limits.max_stop_bytes) + " bytes", "stop");
   }
+  if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
+    const json& ids = body["stop_token_ids"];
+    if (!ids.is_array() || ids.size() > 64) throw bad_request("invalid type for 'stop_token_ids': expected an array of up to 64 token ids", "stop_token_ids");
+    for (const auto& x : ids) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX || (x.is_number_unsigned() && x.get<uint64_t>() > INT32_MAX))
+        throw bad_request("invalid 'stop_token_ids': token ids must be integers in [0, 2^31)", "stop_token_ids");
+      s.stop_token_ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+  }
   return s;
 }
 
-std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize) {
+// OpenAI messages -> what a chat template reads: contents as text (text
+// parts joined by newlines, as vLLM does), tool calls and ids kept.
+json normalize_messages(const json& messages) {
+  if (!messages.is_array() || messages.empty()) throw bad_request("'messages' must be a non-empty array", "messages");
+  json out = json::array();
+  for (const auto& m : messages) {
+    if (!m.is_object()) throw bad_request("each message must be an object", "messages");
+    if (!m.contains("role") || !m["role"].is_string()) throw bad_request("each message needs a string 'role'", "messages");
+    json msg = m;
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (const auto& part : m["content"]) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
+          throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported", "messages");
+        if (!text.empty()) text += '\n';
+        text += part["text"].get<std::string>();
+      }
+      msg["content"] = text;
+    } else if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null()) {
+      throw bad_request("a message's 'content' must be a string, an array of text parts, or null", "messages");
+    } else if (!m.contains("content") || m["content"].is_null()) {
+      const bool has_calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
+      if (!has_calls) throw bad_request("each message needs 'content' (null only for an assistant message with tool_calls)", "messages");
+      msg["content"] = nullptr;
+    }
+    out.push_back(msg);
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize,
+                                                const RenderChat& render_chat) {
   std::vector<std::vector<int32_t>> out;
   if (chat) {
-    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-      throw bad_request("'messages' must be a non-empty array", "messages");
-    // A plain template: the model was not tuned for chat, so the
-    // conversation is given as text and the model continues it.
-    std::string text;
-    for (const auto& m : body["messages"]) {
-      if (!m.is_object() || !m.contains("content") || !m["content"].is_string())
-        throw bad_request("each message needs a string 'content'", "messages");
-      if (m.contains("role") && !m["role"].is_string()) throw bad_request("invalid type for 'role': expected a string", "messages");
-      if (!text.empty()) text.push_back('\n');
-      text.append(m["content"].get_ref<const std::string&>());
+    if (!body.contains("messages")) throw bad_request("'messages' is required", "messages");
+    json messages = normalize_messages(body["messages"]);
+    if (render_chat) {
+      json request = {{"messages", messages}};
+      if (body.contains("tools") && !body["tools"].is_null()) {
+        if (!body["tools"].is_array()) throw bad_request("invalid type for 'tools': expected an array", "tools");
+        if (body.value("tool_choice", json("auto")) != "none" && !body["tools"].empty()) request["tools"] = body["tools"];
+      }
+      if (body.contains("documents") && !body["documents"].is_null()) request["documents"] = body["documents"];
+      request["add_generation_prompt"] = field<bool>(body, "add_generation_prompt", true, "a boolean");
+      request["continue_final_message"] = field<bool>(body, "continue_final_message", false, "a boolean");
+      if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+        if (!body["chat_template_kwargs"].is_object()) throw bad_request("invalid type for 'chat_template_kwargs': expected an object", "chat_template_kwargs");
+        request["chat_template_kwargs"] = body["chat_template_kwargs"];
+      }
+      out.push_back(tokenize(render_chat(request), false));
+    } else {
+      // No chat template: the model was not tuned for chat, so the
+      // conversation is given as text and the model continues it.
+      std::string text;
+      for (const auto& m : messages) {
+        if (!m["content"].is_string()) continue;
+        if (!text.empty()) text.push_back('\n');
+        text.append(m["content"].get_ref<const std::string&>());
+      }
+      if (text.empty()) throw bad_request("the messages are empty", "messages");
+      out.push_back(tokenize(text, true));
     }
-    if (text.empty()) throw bad_request("the messages are empty", "messages");
-    out.push_back(tokenize(text));
   } else {
     if (!body.contains("prompt")) throw bad_request("'prompt' is required", "prompt");
     const json& p = body["prompt"];
@@ -92,12 +202,12 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, con
     };
     if (p.is_string()) {
       if (p.get<std::string>().empty()) throw bad_request("the prompt is empty", "prompt");
-      out.push_back(tokenize(p.get<std::string>()));
+      out.push_back(tokenize(p.get<std::string>(), true));
     } else if (p.is_array() && !p.empty() && p[0].is_string()) {
       for (const auto& x : p) {
         if (!x.is_string()) throw bad_request("invalid type for 'prompt': mixed array", "prompt");
         if (x.get<std::string>().empty()) throw bad_request("the prompt is empty", "prompt");
-        out.push_back(tokenize(x.get<std::string>()));
+        out.push_back(tokenize(x.get<std::string>(), true));
       }
     } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
       out.push_back(ids_of(p));
@@ -119,7 +229,8 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, con
 
 }  // namespace
 
-ParsedRequest parse_request(const std::string& body_text, bool chat, const RequestLimits& limits, const Tokenize& tokenize) {
+ParsedRequest parse_request(const std::string& body_text, bool chat, const RequestLimits& limits, const Tokenize& tokenize,
+                            const RenderChat& render_chat) {
   json body;
   try {
     body = json::parse(body_text);
@@ -132,17 +243,14 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
   if (model != limits.model_name)
     throw ApiError{404, "The model '" + model + "' does not exist; this server serves '" + limits.model_name + "'", "invalid_request_error", "model",
                    "model_not_found"};
+  refuse_unsupported(body, chat);
   ParsedRequest r;
-  r.sampling = parse_sampling(body, limits);
-  if (body.contains("ignore_eos")) {
-    if (!body["ignore_eos"].is_boolean()) throw bad_request("invalid type for 'ignore_eos': expected a boolean", "ignore_eos");
-    r.sampling.ignore_eos = body["ignore_eos"].get<bool>();
-  }
+  r.sampling = parse_sampling(body, chat, limits);
   if (body.contains("return_token_ids")) {
     if (!body["return_token_ids"].is_boolean()) throw bad_request("invalid type for 'return_token_ids': expected a boolean", "return_token_ids");
     r.return_token_ids = body["return_token_ids"].get<bool>();
   }
-  r.prompts = parse_prompts(body, chat, limits, tokenize);
+  r.prompts = parse_prompts(body, chat, limits, tokenize, render_chat);
   return r;
 }
 

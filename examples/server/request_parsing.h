@@ -1,11 +1,14 @@
 // The OpenAI request body -> what the engine is asked: sampling settings and
-// prompts as token ids. Separate from the HTTP server so the fuzzer drives
-// exactly the code the server runs (tests/fuzz/fuzz_request.cpp).
+// prompts as token ids (chat messages through the model's chat template).
+// Separate from the HTTP server so the fuzzer drives exactly the code the
+// server runs (tests/fuzz/fuzz_request.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace sy::server {
 
@@ -18,11 +21,17 @@ ApiError bad_request(const std::string& message, const std::string& param = "", 
 
 struct Sampling {
   int max_tokens = 16, n = 1;
-  double temperature = 1.0, top_p = 1.0;
+  double temperature = 1.0, top_p = 1.0, min_p = 0.0;
+  int top_k = 0;  // 0 (or vLLM's -1): off
+  double presence_penalty = 0.0, frequency_penalty = 0.0;  // OpenAI's, [-2, 2]
+  double repetition_penalty = 1.0;                         // vLLM's / Hugging Face's, > 0
   int64_t seed = -1;
   bool stream = false;
   bool ignore_eos = false;  // vLLM's extension: keep generating past end-of-sequence ids
+  bool logprobs = false;
+  int top_logprobs = 0;     // chat: top_logprobs; completions: the integer logprobs
   std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // vLLM's extension
 };
 
 struct RequestLimits {
@@ -32,6 +41,7 @@ struct RequestLimits {
   int max_prompt_tokens = 4096;
   int max_stop = 4;                  // OpenAI's limit on stop sequences
   size_t max_stop_bytes = 256;       // per stop sequence
+  int max_logprobs = 20;
 };
 
 struct ParsedRequest {
@@ -42,10 +52,18 @@ struct ParsedRequest {
   std::vector<std::vector<int32_t>> prompts;  // one or more, token ids
 };
 
-// Text -> token ids (BOS first); throws ApiError.
-using Tokenize = std::function<std::vector<int32_t>(const std::string&)>;
+// Text -> token ids; add_special: the tokenizer's BOS (plain prompts), not
+// after a chat template, which writes its own. Throws ApiError.
+using Tokenize = std::function<std::vector<int32_t>(const std::string&, bool add_special)>;
+// The chat template: {messages (contents as text), tools, documents,
+// add_generation_prompt, continue_final_message, chat_template_kwargs} ->
+// the prompt text. Throws ApiError for conversations the template refuses.
+// Empty: the model has none, and the messages' contents are joined by
+// newlines for the model to continue.
+using RenderChat = std::function<std::string(const nlohmann::ordered_json& request)>;
 
 // Throws ApiError (400 / 404) naming the offending field.
-ParsedRequest parse_request(const std::string& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize);
+ParsedRequest parse_request(const std::string& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize,
+                            const RenderChat& render_chat = nullptr);
 
 }  // namespace sy::server

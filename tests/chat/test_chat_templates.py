@@ -73,7 +73,8 @@ def engine(name, requests):
         out = subprocess.run([CLI, "chat-template", "--template", str(TEMPLATES / f"{name}.jinja"), "--batch", str(batch)],
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr
-        return [json.loads(line) for line in out.stdout.splitlines()]
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        return [{"text": r["rendered"]} if "rendered" in r else r for r in lines]
 
 
 # ----------------------------------------------------------------- inputs
@@ -210,18 +211,18 @@ def test_model_folder_template_and_special_tokens():
                   "chat_template": [{"name": "default", "template": llama2}, {"name": "tool_use", "template": chatml}]}
         (Path(tmp) / "tokenizer_config.json").write_text(json.dumps(config))
         (Path(tmp) / "m.json").write_text(json.dumps(messages))
-        out = subprocess.run([CLI, "chat-template", "--model", tmp, "--messages", str(Path(tmp) / "m.json")], capture_output=True, text=True)
+        out = subprocess.run([CLI, "chat-template", "--tokenizer", tmp, "--messages", str(Path(tmp) / "m.json")], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert out.stdout == env.from_string(llama2).render(messages=messages, bos_token="<BOS>", eos_token="<EOS>", add_generation_prompt=True)
         # With tools, the tool_use variant.
         tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
         (Path(tmp) / "t.json").write_text(json.dumps({"messages": messages, "tools": tools}))
-        out = subprocess.run([CLI, "chat-template", "--model", tmp, "--messages", str(Path(tmp) / "t.json")], capture_output=True, text=True)
+        out = subprocess.run([CLI, "chat-template", "--tokenizer", tmp, "--messages", str(Path(tmp) / "t.json")], capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert out.stdout == env.from_string(chatml).render(messages=messages, tools=tools, add_generation_prompt=True)
         # chat_template.jinja wins.
         (Path(tmp) / "chat_template.jinja").write_text(chatml)
-        out = subprocess.run([CLI, "chat-template", "--model", tmp, "--messages", str(Path(tmp) / "m.json"), "--no-generation-prompt"],
+        out = subprocess.run([CLI, "chat-template", "--tokenizer", tmp, "--messages", str(Path(tmp) / "m.json"), "--no-generation-prompt"],
                              capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert out.stdout == env.from_string(chatml).render(messages=messages, add_generation_prompt=False)
