@@ -87,3 +87,65 @@ for i, (chat, body) in enumerate(requests):
 for name in ("stories.yaml", "quantize.yaml", "speculative.yaml", "synth.yaml"):
     shutil.copy(os.path.join(here, "..", "..", "examples", "manifests", name), os.path.join(corpus, "manifest", name))
 print("seeds written to", corpus)
+
+
+def hf_tokenizer_seeds():
+    """tokenizer.json seeds, one per model family and piece type, each
+    followed by the 0xFF 0xFE marker and a text (trained with the tokenizers
+    library: pip install tokenizers)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    out = os.path.join(corpus, "hf_tokenizer")
+    os.makedirs(out, exist_ok=True)
+    text = "Hello world! It's 2024 — naïve café 東京 😀\n\tcode(x) {y}"
+
+    def save(tok, name, t=text):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(tok.to_str().encode() + b"\xff\xfe" + t.encode())
+
+    train = ["Once upon a time there was a cat. It's 12 years old!", "Les élèves ont mangé. 東京は日本の首都です。 😀"] * 20
+    t = Tokenizer(models.BPE(ignore_merges=True))
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"(?i:'s|'t)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s+(?!\S)|\s+"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    t.decoder = decoders.ByteLevel()
+    t.post_processor = processors.TemplateProcessing(single="<|begin|> $A", pair="<|begin|> $A <|begin|> $B", special_tokens=[("<|begin|>", 0)])
+    t.train_from_iterator(train, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|begin|>", "<|end|>"],
+                                                     initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    save(t, "bytelevel_bpe.json")
+    t = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    t.train_from_iterator(train, trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)],
+                                                     show_progress=False))
+    save(t, "spm_bpe.json", "<|begin|>special<|end|> inside")
+    t = Tokenizer(models.Unigram())
+    t.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(), normalizers.Strip()])
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    t.train_from_iterator(train, trainers.UnigramTrainer(vocab_size=120, special_tokens=["<unk>"], unk_token="<unk>", show_progress=False))
+    save(t, "unigram.json")
+    t = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    t.normalizer = normalizers.BertNormalizer()
+    t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.Punctuation()])
+    t.decoder = decoders.WordPiece()
+    t.post_processor = processors.BertProcessing(("[SEP]", 1), ("[CLS]", 2))
+    t.train_from_iterator(train, trainers.WordPieceTrainer(vocab_size=150, special_tokens=["[UNK]", "[SEP]", "[CLS]"], show_progress=False))
+    save(t, "wordpiece.json")
+    t = Tokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    save(t, "wordlevel.json", "a b c a")
+    with open(os.path.join(out, "text_only.txt"), "w") as f:
+        f.write(text)
+
+
+def chat_template_seeds():
+    """The chat templates the tests compare with jinja2."""
+    out = os.path.join(corpus, "chat_template")
+    os.makedirs(out, exist_ok=True)
+    templates = os.path.join(here, "..", "chat", "templates")
+    for name in sorted(os.listdir(templates)):
+        shutil.copy(os.path.join(templates, name), os.path.join(out, name))
+
+
+hf_tokenizer_seeds()
+chat_template_seeds()
