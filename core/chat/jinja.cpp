@@ -1,6 +1,8 @@
 #include "chat/jinja.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -206,8 +208,12 @@ std::vector<Tok> lex(const std::string& code, const std::string& name, int line)
       std::string text = code.substr(b, i - b);
       text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
       Tok t{is_float ? Tok::Float : Tok::Int, text};
-      if (is_float) t.f = std::stod(text);
-      else t.i = std::stoll(text);
+      if (is_float) {
+        t.f = std::strtod(text.c_str(), nullptr);  // out of range: inf, as Python's float()
+      } else {
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), t.i);
+        if (ec != std::errc() || end != text.data() + text.size()) fail(name, line, "integer literal " + text.substr(0, 30) + " is out of range");
+      }
       out.push_back(t);
       continue;
     }
@@ -396,18 +402,17 @@ Value arith(Ctx& c, const std::string& op, const Value& a, const Value& b) {
     c.error("unsupported operand types for " + op + ": " + a.type_name() + " and " + b.type_name());
   }
   const bool ints = (a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool());
-  const double x = a.as_number(), y = b.as_number();
-  if (op == "+") return ints ? Value(static_cast<int64_t>(x) + static_cast<int64_t>(y)) : Value(x + y);
-  if (op == "-") return ints ? Value(static_cast<int64_t>(x) - static_cast<int64_t>(y)) : Value(x - y);
-  if (op == "*") return ints ? Value(static_cast<int64_t>(x) * static_cast<int64_t>(y)) : Value(x * y);
-  if (op == "/") {
-    if (y == 0) c.error("division by zero");
-    return Value(x / y);
-  }
-  if (op == "//" || op == "%") {
-    if (y == 0) c.error("integer division or modulo by zero");
-    if (ints) {
-      const int64_t p = static_cast<int64_t>(x), q = static_cast<int64_t>(y);
+  if (ints) {
+    // Exact 64-bit integer arithmetic; Python's big integers beyond that are refused.
+    const int64_t p = a.is_int() ? a.as_int() : a.as_bool(), q = b.is_int() ? b.as_int() : b.as_bool();
+    int64_t r = 0;
+    auto overflow = [&]() { c.error("integer overflow in " + std::to_string(p) + " " + op + " " + std::to_string(q)); };
+    if (op == "+") return __builtin_add_overflow(p, q, &r) ? (overflow(), Value()) : Value(r);
+    if (op == "-") return __builtin_sub_overflow(p, q, &r) ? (overflow(), Value()) : Value(r);
+    if (op == "*") return __builtin_mul_overflow(p, q, &r) ? (overflow(), Value()) : Value(r);
+    if (op == "//" || op == "%") {
+      if (q == 0) c.error("integer division or modulo by zero");
+      if (p == INT64_MIN && q == -1) overflow();
       int64_t d = p / q, m = p % q;
       if (m != 0 && ((m < 0) != (q < 0))) {
         --d;
@@ -415,10 +420,31 @@ Value arith(Ctx& c, const std::string& op, const Value& a, const Value& b) {
       }
       return op == "//" ? Value(d) : Value(m);
     }
+    if (op == "**" && q >= 0) {
+      int64_t base = p, e = q;
+      r = 1;
+      while (e > 0) {
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) overflow();
+        e >>= 1;
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) overflow();
+      }
+      return Value(r);
+    }
+  }
+  const double x = a.as_number(), y = b.as_number();
+  if (op == "+") return Value(x + y);
+  if (op == "-") return Value(x - y);
+  if (op == "*") return Value(x * y);
+  if (op == "/") {
+    if (y == 0) c.error("division by zero");
+    return Value(x / y);
+  }
+  if (op == "//" || op == "%") {
+    if (y == 0) c.error("float division or modulo by zero");
     const double d = std::floor(x / y);
     return op == "//" ? Value(d) : Value(x - d * y);
   }
-  if (op == "**") return ints && y >= 0 ? Value(static_cast<int64_t>(std::pow(x, y))) : Value(std::pow(x, y));
+  if (op == "**") return Value(std::pow(x, y));
   c.error("unknown operator " + op);
 }
 
@@ -507,9 +533,10 @@ struct Slice : Expr {
     const int64_t b = bound(start, st > 0 ? 0 : n - 1), e = bound(stop, st > 0 ? n : -1);
     List l;
     std::string s;
-    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+    for (int64_t i = b; st > 0 ? i < e : i > e;) {
       if (o.is_list()) l.push_back(items[static_cast<size_t>(i)]);
       else s += items[static_cast<size_t>(i)].as_string();
+      if (__builtin_add_overflow(i, st, &i)) break;
     }
     if (o.is_tuple()) return Value::tuple(std::move(l));
     return o.is_list() ? Value(std::move(l)) : Value(s);
@@ -581,7 +608,10 @@ struct Unary : Expr {
     c.line = line;
     if (op == "not") return Value(!v.truthy());
     if (op == "-") {
-      if (v.is_int()) return Value(-v.as_int());
+      if (v.is_int()) {
+        if (v.as_int() == INT64_MIN) c.error("integer overflow in unary -");
+        return Value(-v.as_int());
+      }
       if (v.is_number()) return Value(-v.as_number());
       c.error("bad operand type for unary -: " + v.type_name());
     }

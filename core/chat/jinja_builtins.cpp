@@ -3,6 +3,7 @@
 // semantics. The sandbox is immutable, as transformers' is: list.append and
 // other mutating methods are refused.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 
@@ -39,6 +40,8 @@ bool arg_bool(Args& a, size_t index, const char* name, bool fallback) {
 }
 
 bool is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+bool fits_int64(double d) { return std::isfinite(d) && d > -9.2e18 && d < 9.2e18; }
 
 std::string strip(const std::string& s, const std::string* chars, bool left, bool right) {
   auto drop = [&](unsigned char c) { return chars ? chars->find(static_cast<char>(c)) != std::string::npos : is_py_space(c); };
@@ -399,8 +402,9 @@ Value member(Ctx& c, const Value& obj, const std::string& key, bool attribute_fi
     return attribute_first ? Value(Undefined{key}) : method(c, obj, key);
   }
   if (obj.is_list() && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) {
-    const size_t i = std::stoul(key);
-    return i < obj.list().size() ? obj.list()[i] : Value(Undefined{key});
+    size_t i = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), i);
+    return ec == std::errc() && i < obj.list().size() ? obj.list()[i] : Value(Undefined{key});
   }
   return method(c, obj, key);
 }
@@ -575,7 +579,11 @@ Value filter(Ctx& c, const std::string& name, const Value& v, Args& a) {
     for (const auto& e : iterate(c, v)) {
       const Value x = attr.empty() ? e : attribute_path(c, e, attr);
       if (!x.is_number() && !x.is_bool()) c.error("sum: cannot add " + x.type_name());
-      total = total.is_int() && (x.is_int() || x.is_bool()) ? Value(total.as_int() + static_cast<int64_t>(x.as_number())) : Value(total.as_number() + x.as_number());
+      int64_t r = 0;
+      if (total.is_int() && (x.is_int() || x.is_bool()) && !__builtin_add_overflow(total.as_int(), x.is_int() ? x.as_int() : int64_t{x.as_bool()}, &r))
+        total = Value(r);
+      else
+        total = Value(total.as_number() + x.as_number());
     }
     return total;
   }
@@ -612,7 +620,7 @@ Value filter(Ctx& c, const std::string& name, const Value& v, Args& a) {
     const int64_t fallback = arg_int(c, a, 0, "default", 0);
     if (v.is_int()) return v;
     if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
-    if (v.is_float()) return std::isfinite(v.as_number()) ? Value(static_cast<int64_t>(v.as_number())) : Value(fallback);
+    if (v.is_float()) return fits_int64(v.as_number()) ? Value(static_cast<int64_t>(v.as_number())) : Value(fallback);
     if (v.is_string()) {
       const std::string s = strip(v.as_string(), nullptr, true, true);
       try {
@@ -620,7 +628,7 @@ Value filter(Ctx& c, const std::string& name, const Value& v, Args& a) {
         const int64_t n = std::stoll(s, &used, 10);
         if (used == s.size()) return Value(n);
         const double d = std::stod(s, &used);
-        if (used == s.size() && std::isfinite(d)) return Value(static_cast<int64_t>(d));
+        if (used == s.size() && fits_int64(d)) return Value(static_cast<int64_t>(d));
       } catch (...) {
       }
     }
@@ -641,7 +649,7 @@ Value filter(Ctx& c, const std::string& name, const Value& v, Args& a) {
     return d ? Value(d->as_number()) : Value(0.0);
   }
   if (name == "abs") {
-    if (v.is_int()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+    if (v.is_int()) return v.as_int() == INT64_MIN ? Value(-v.as_number()) : Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
     if (v.is_number()) return Value(std::fabs(v.as_number()));
     c.error("bad operand type for abs(): " + v.type_name());
   }
@@ -688,9 +696,10 @@ void install_globals(std::map<std::string, Value>& g) {
     const int64_t start = n.size() > 1 ? n[0] : 0, stop = n.size() > 1 ? n[1] : n[0], step = n.size() > 2 ? n[2] : 1;
     if (step == 0) SY_THROW("range() step must not be zero");
     List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (static_cast<int64_t>(out.size()) >= kMaxRange) SY_THROW("range() longer than " << kMaxRange << " items");
       out.emplace_back(i);
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     return Value(std::move(out));
   }));

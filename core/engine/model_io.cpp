@@ -181,6 +181,43 @@ std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig*
   return {2};
 }
 
+SamplingDefaults model_sampling_defaults(const std::string& model) {
+  SamplingDefaults d;
+  const fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
+  for (const char* name : {"generation_config.json", "genai_config.json"}) {
+    const fs::path p = dir / name;
+    if (!fs::exists(p)) continue;
+    std::ifstream f(p);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      SY_THROW(p.string() << ": not valid JSON: " << e.what());
+    }
+    if (std::string(name) == "genai_config.json") j = j.contains("search") ? j["search"] : nlohmann::json::object();
+    if (!j.is_object()) continue;
+    auto number = [&](const char* key) -> std::optional<float> {
+      if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+      SY_CHECK(j[key].is_number(), p.string() << ": '" << key << "' must be a number");
+      return j[key].get<float>();
+    };
+    const bool sampling = !j.contains("do_sample") || !j["do_sample"].is_boolean() || j["do_sample"].get<bool>();
+    d.repetition_penalty = number("repetition_penalty");
+    if (sampling) {
+      d.temperature = number("temperature");
+      d.top_p = number("top_p");
+      d.min_p = number("min_p");
+      if (auto k = number("top_k")) d.top_k = static_cast<int>(*k);
+    }
+    if (d.repetition_penalty && *d.repetition_penalty == 1.f) d.repetition_penalty.reset();
+    if (!d.empty()) {
+      d.source = p.string();
+      return d;
+    }
+  }
+  return d;
+}
+
 std::string resolve_model_file(const std::string& path) {
   if (!fs::is_directory(path)) return path;
   if (auto cfg = read_genai_config(path); cfg && !cfg->filename.empty()) return (fs::path(path) / cfg->filename).string();

@@ -26,6 +26,19 @@ struct GenaiConfig {
 // for a malformed one.
 std::optional<GenaiConfig> read_genai_config(const std::string& dir);
 
+// The sampling a model's authors recommend: generation_config.json's
+// temperature, top_p, top_k, min_p and repetition_penalty (or
+// genai_config.json's "search" section). Request fields left unset take
+// these, as vLLM does; with do_sample false, only the repetition penalty
+// applies (the model is meant to be decoded greedily).
+struct SamplingDefaults {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k;
+  std::string source;  // the file they came from ("" when none)
+  bool empty() const { return !temperature && !top_p && !min_p && !repetition_penalty && !top_k; }
+};
+SamplingDefaults model_sampling_defaults(const std::string& model);
+
 // The ONNX file of a model argument: the file itself, or inside a folder the
 // one genai_config.json names, model.onnx, or the only *.onnx file.
 std::string resolve_model_file(const std::string& path);

@@ -18,6 +18,7 @@
 #include "graph/onnx_import.h"
 #include "tokenizer/tokenizer.h"
 #include "chat/chat_template.h"
+#include "engine/model_io.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -62,6 +63,16 @@ int cmd_generate(const std::vector<std::string>& args) {
 
   EngineConfig cfg = mf.config();
   auto session = Session::create(cfg);
+  // Options left at their defaults take the model's recommended sampling.
+  if (const SamplingDefaults rec = model_sampling_defaults(cfg.model); !rec.empty()) {
+    auto unset = [&](const char* opt) { return p.vm.count(opt) == 0 || p.vm[opt].defaulted(); };
+    if (rec.temperature && unset("temperature")) req.sampling.temperature = *rec.temperature;
+    if (rec.top_p && unset("top-p")) req.sampling.top_p = *rec.top_p;
+    if (rec.top_k && unset("top-k")) req.sampling.top_k = *rec.top_k;
+    if (rec.min_p && unset("min-p")) req.sampling.min_p = *rec.min_p;
+    if (rec.repetition_penalty && unset("repetition-penalty")) req.sampling.repetition_penalty = *rec.repetition_penalty;
+    if (!json) std::fprintf(stderr, "[sampling defaults from %s]\n", rec.source.c_str());
+  }
   std::unique_ptr<Tokenizer> tok;
   // Text needs a tokenizer; with --prompt-ids and none beside the model the
   // ids are printed instead.

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "chat/chat_template.h"
+#include "engine/model_io.h"
 
 #include <httplib.h>
 #include <signal.h>
@@ -169,6 +170,13 @@ class Server {
       const std::string tok = sy_engine_tokenizer_path(e);
       chat_template_ = ChatTemplate::from_model_dir(tok.empty() ? std::string(sy_engine_model_path(e)) : tok);
     }
+    const SamplingDefaults d = model_sampling_defaults(sy_engine_model_path(e));
+    if (d.temperature) defaults_.default_temperature = *d.temperature;
+    if (d.top_p) defaults_.default_top_p = *d.top_p;
+    if (d.top_k) defaults_.default_top_k = *d.top_k;
+    if (d.min_p) defaults_.default_min_p = *d.min_p;
+    if (d.repetition_penalty) defaults_.default_repetition_penalty = *d.repetition_penalty;
+    if (!d.empty()) std::fprintf(stderr, "switchyard serve: default sampling from %s\n", d.source.c_str());
     std::fprintf(stderr, "switchyard serve: chat template: %s\n",
                  chat_template_ ? chat_template_->name().c_str() : "none (chat messages are joined as plain text)");
   }
@@ -244,7 +252,7 @@ class Server {
 
  private:
   RequestLimits limits() const {
-    RequestLimits l;
+    RequestLimits l = defaults_;
     l.model_name = opt_.model_name;
     l.max_tokens = opt_.max_tokens_limit;
     l.max_n = opt_.max_n;
@@ -582,6 +590,7 @@ class Server {
   std::set<sy_request*> active_;
   int64_t started_ = static_cast<int64_t>(std::time(nullptr));
   std::optional<ChatTemplate> chat_template_;
+  RequestLimits defaults_;  // the model's default sampling
 };
 
 }  // namespace

@@ -69,16 +69,16 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
   if (s.max_tokens > limits.max_tokens)
     throw bad_request("max_tokens is " + std::to_string(s.max_tokens) + ", over this server's limit of " + std::to_string(limits.max_tokens),
                       "max_tokens");
-  s.temperature = number_in(body, "temperature", 1.0, 0, 2, "[0, 2]");
-  s.top_p = field<double>(body, "top_p", 1.0, "a number");
+  s.temperature = number_in(body, "temperature", limits.default_temperature.value_or(1.0), 0, 2, "[0, 2]");
+  s.top_p = field<double>(body, "top_p", limits.default_top_p.value_or(1.0), "a number");
   if (!(s.top_p > 0 && s.top_p <= 1)) throw bad_request("top_p must be in (0, 1]", "top_p");
-  s.top_k = field<int>(body, "top_k", 0, "an integer");
+  s.top_k = field<int>(body, "top_k", limits.default_top_k.value_or(0), "an integer");
   if (s.top_k < -1) throw bad_request("top_k must be -1, 0 (off) or positive, got " + std::to_string(s.top_k), "top_k");
   if (s.top_k < 0) s.top_k = 0;
-  s.min_p = number_in(body, "min_p", 0.0, 0, 1, "[0, 1]");
+  s.min_p = number_in(body, "min_p", limits.default_min_p.value_or(0.0), 0, 1, "[0, 1]");
   s.presence_penalty = number_in(body, "presence_penalty", 0.0, -2, 2, "[-2, 2]");
   s.frequency_penalty = number_in(body, "frequency_penalty", 0.0, -2, 2, "[-2, 2]");
-  s.repetition_penalty = field<double>(body, "repetition_penalty", 1.0, "a number");
+  s.repetition_penalty = field<double>(body, "repetition_penalty", limits.default_repetition_penalty.value_or(1.0), "a number");
   if (!(s.repetition_penalty > 0 && s.repetition_penalty <= 100)) throw bad_request("repetition_penalty must be in (0, 100]", "repetition_penalty");
   s.n = field<int>(body, "n", 1, "an integer");
   if (s.n < 1 || s.n > limits.max_n) throw bad_request("n must be in [1, " + std::to_string(limits.max_n) + "]", "n");

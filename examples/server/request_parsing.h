@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct RequestLimits {
   int max_stop = 4;                  // OpenAI's limit on stop sequences
   size_t max_stop_bytes = 256;       // per stop sequence
   int max_logprobs = 20;
+  // The model's recommended sampling (generation_config.json) for fields a
+  // request leaves out; unset: OpenAI's defaults.
+  std::optional<double> default_temperature, default_top_p, default_min_p, default_repetition_penalty;
+  std::optional<int> default_top_k;
 };
 
 struct ParsedRequest {

@@ -237,6 +237,10 @@ def test_model_folder_template_and_special_tokens():
     ("{{ messages.append(1) }}", "unsafe"),
     ("{% for i in range(100000000) %}{% endfor %}", "range()"),
     ("{{ " + "(" * 500 + "1" + ")" * 500 + " }}", "nested too deeply"),
+    # Found by the fuzzer: integers past 64 bits are refused, never undefined behaviour.
+    ("{% set x = 66666666666666666666666666 %}", "out of range"),
+    ("{{ 9223372036854775807 + 1 }}", "integer overflow"),
+    ("{{ 3 ** 99 }}", "integer overflow"),
 ])
 def test_bad_templates_are_refused_with_the_line(source, needle):
     with tempfile.TemporaryDirectory() as tmp:

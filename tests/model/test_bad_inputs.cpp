@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "chat/chat_template.h"
 #include "engine/generator.h"
 #include "test_support.h"
 
@@ -229,6 +230,26 @@ TEST(BadInputs, FuzzerFindingsStayFixed) {
       Graph g = import_onnx_bytes(read_file(entry.path().string()), "/nonexistent", entry.path().filename().string());
       PassContext ctx{registry, nullptr, {}};
       simplify_graph(g, ctx);
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_GT(files, 0);
+}
+
+// Chat templates the Jinja fuzzer found: each must be refused with sy::Error
+// (or render), never crash.
+TEST(BadInputs, ChatTemplateFuzzerFindingsStayFixed) {
+  const std::filesystem::path dir = std::filesystem::path(SWITCHYARD_SOURCE_DIR) / "tests/fuzz/regressions";
+  int files = 0;
+  ChatRequest r;
+  r.messages = OrderedJson::parse(R"([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".jinja") continue;
+    ++files;
+    std::string text = read_file(entry.path().string());
+    text = text.substr(0, text.find("\xFF\xFE"));
+    try {
+      (void)ChatTemplate::from_source(text, entry.path().filename().string()).apply(r);
     } catch (const Error&) {
     }
   }
