@@ -177,3 +177,28 @@ def test_unsupported_fields_are_refused_by_name(client):
     with pytest.raises(BadRequestError) as e:
         client.chat.completions.create(model=model_id(client), messages=[{"role": "assistant", "content": "hi"}], max_tokens=4)
     assert "alternate" in e.value.body["message"]
+
+
+def test_generation_config_supplies_default_sampling(folder):
+    """generation_config.json's repetition_penalty applies to requests that
+    do not set one (vLLM's behaviour); a request's own value wins."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in folder.iterdir():
+            if f.name != "generation_config.json":
+                os.symlink(os.path.realpath(f), Path(tmp) / f.name)
+        config = json.loads((EXPORT / "generation_config.json").read_text())
+        config.update({"do_sample": False, "repetition_penalty": 1.8})
+        (Path(tmp) / "generation_config.json").write_text(json.dumps(config))
+        proc, port = start_server(["--model", tmp], manifest=None, profile="paged")
+        try:
+            c = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY)
+            prompt = expected_prompt_ids(MESSAGES)
+            got = c.completions.create(model=model_id(c), prompt=prompt, max_tokens=8, temperature=0,
+                                       extra_body={"ignore_eos": True, "return_token_ids": True}).choices[0].model_extra["token_ids"]
+            assert got == replay_greedy(Path(tmp), prompt, 8, repetition=1.8)
+            plain = c.completions.create(model=model_id(c), prompt=prompt, max_tokens=8, temperature=0,
+                                         extra_body={"ignore_eos": True, "return_token_ids": True, "repetition_penalty": 1.0})
+            assert plain.choices[0].model_extra["token_ids"] == replay_greedy(Path(tmp), prompt, 8)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
