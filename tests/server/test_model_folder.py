@@ -130,6 +130,19 @@ def test_completion_logprobs_streamed(folder, client):
         assert lps[k] == pytest.approx(log_softmax(last_logits(folder, prompt + ids[:k]))[ids[k]], abs=1e-4)
 
 
+def test_chat_logprobs_streamed_equal_the_non_streamed(client):
+    kwargs = dict(model=model_id(client), messages=MESSAGES, max_tokens=5, temperature=0, logprobs=True, top_logprobs=2,
+                  extra_body={"ignore_eos": True})
+    whole = client.chat.completions.create(**kwargs).choices[0].logprobs.content
+    streamed = []
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        for c in chunk.choices:
+            if c.logprobs and c.logprobs.content:
+                streamed += c.logprobs.content
+    assert [(e.token, e.logprob, [t.logprob for t in e.top_logprobs]) for e in streamed] == \
+        [(e.token, e.logprob, [t.logprob for t in e.top_logprobs]) for e in whole]
+
+
 def replay_greedy(folder, prompt, steps, presence=0.0, frequency=0.0, repetition=1.0):
     """The penalised greedy choice recomputed from raw logits: OpenAI's
     logit - frequency * count - presence * (count > 0) over generated tokens,
