@@ -20,7 +20,7 @@ mkdir -p "$BUILD/artifacts"
 declare -A CORPUS=([fuzz_onnx_import]=onnx [fuzz_manifest]=manifest [fuzz_tokenizer]=tokenizer [fuzz_request]=request
                   [fuzz_hf_tokenizer]=hf_tokenizer [fuzz_chat_template]=chat_template)
 declare -A EXTRA=([fuzz_manifest]="-dict=tests/fuzz/manifest.dict" [fuzz_request]="-dict=tests/fuzz/request.dict"
-                  [fuzz_onnx_import]="-max_len=65536" [fuzz_tokenizer]="-max_len=4096" [fuzz_hf_tokenizer]="-max_len=40000"
+                  [fuzz_onnx_import]="-max_len=65536" [fuzz_tokenizer]="-max_len=4096" [fuzz_hf_tokenizer]="-max_len=8192"
                   [fuzz_chat_template]="-max_len=8192 -dict=tests/fuzz/jinja.dict")
 status=0
 TARGETS=${FUZZ_TARGETS:-fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template}

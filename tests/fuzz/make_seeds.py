@@ -115,7 +115,7 @@ def hf_tokenizer_seeds():
     t = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     t.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
-    t.train_from_iterator(train, trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)],
+    t.train_from_iterator(train, trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(0x20, 0x30)] + ["<0xE6>", "<0x9D>", "<0xB1>", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"],
                                                      show_progress=False))
     save(t, "spm_bpe.json", "<|begin|>special<|end|> inside")
     t = Tokenizer(models.Unigram())
