@@ -11,6 +11,14 @@ namespace sy::hf {
 
 namespace u = sy::unicode;
 
+int json_int(const Json& v, const std::string& where) {
+  SY_CHECK(v.is_number_integer(), where << ": expected an integer");
+  SY_CHECK(!(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)), where << ": integer out of range");
+  const int64_t x = v.get<int64_t>();
+  SY_CHECK(x >= INT32_MIN && x <= INT32_MAX, where << ": integer out of range");
+  return static_cast<int>(x);
+}
+
 namespace {
 
 const Json& field(const Json& j, const char* key, const std::string& where) {
@@ -531,7 +539,12 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& j, const std::str
     auto tp = std::make_unique<Template>();
     std::unordered_map<std::string, std::vector<int>> specials;
     if (j.contains("special_tokens"))
-      for (const auto& [name, s] : j.at("special_tokens").items()) specials[name] = s.at("ids").get<std::vector<int>>();
+      for (const auto& [name, s] : j.at("special_tokens").items()) {
+        SY_CHECK(s.is_object() && s.contains("ids") && s.at("ids").is_array(), where << ".special_tokens." << name << ": needs an 'ids' list");
+        std::vector<int> ids;
+        for (const auto& id : s.at("ids")) ids.push_back(json_int(id, where + ".special_tokens." + name + ".ids"));
+        specials[name] = ids;
+      }
     const Json& single = field(j, "single", where);
     for (size_t i = 0; i < single.size(); ++i) {
       const Json& item = single[i];
@@ -551,7 +564,8 @@ std::unique_ptr<PostProcessor> make_post_processor(const Json& j, const std::str
     auto tp = std::make_unique<Template>();
     const Json& cls = field(j, "cls", where);
     const Json& sep = field(j, "sep", where);
-    tp->items = {{cls.at(1).get<int>()}, {}, {sep.at(1).get<int>()}};
+    SY_CHECK(cls.is_array() && cls.size() == 2 && sep.is_array() && sep.size() == 2, where << ": cls and sep must be [token, id]");
+    tp->items = {{json_int(cls.at(1), where + ".cls")}, {}, {json_int(sep.at(1), where + ".sep")}};
     return tp;
   }
   SY_THROW(where << ": post-processor type '" << t << "' is not supported (supported: TemplateProcessing, ByteLevel, "
@@ -582,8 +596,8 @@ std::unique_ptr<Decoder> make_decoder(const Json& j, const std::string& where) {
   if (t == "Strip") {
     auto s = std::make_unique<StripDec>();
     s->content = str(j, "content", where);
-    s->start = j.value("start", 0);
-    s->stop = j.value("stop", 0);
+    s->start = static_cast<size_t>(std::max(0, j.contains("start") ? json_int(j.at("start"), where + ".start") : 0));
+    s->stop = static_cast<size_t>(std::max(0, j.contains("stop") ? json_int(j.at("stop"), where + ".stop") : 0));
     return s;
   }
   if (t == "WordPiece") {

@@ -16,6 +16,10 @@ namespace sy::hf {
 
 using Json = nlohmann::json;
 
+// A JSON integer that fits an int (token ids, counts); throws naming where
+// for anything else (a float, a huge number), never converting silently.
+int json_int(const Json& v, const std::string& where);
+
 struct Normalizer {
   virtual ~Normalizer() = default;
   virtual std::string normalize(const std::string& s) const = 0;

@@ -30,7 +30,9 @@ struct Vocab {
   std::unordered_map<std::string, int> ids;
   std::vector<std::string> tokens;
   void add(const std::string& t, int id, const std::string& where) {
-    SY_CHECK(id >= 0 && id < (1 << 28), where << ": token '" << t << "' has an invalid id " << id);
+    // Real vocabularies stay far below 2^22 ids; the cap keeps a hostile
+    // file from sizing the id table to gigabytes.
+    SY_CHECK(id >= 0 && id < (1 << 22), where << ": token '" << t << "' has an invalid id " << id);
     ids[t] = id;
     if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(static_cast<size_t>(id) + 1);
     tokens[static_cast<size_t>(id)] = t;
@@ -46,8 +48,7 @@ Vocab vocab_from_object(const Json& j, const std::string& where) {
   SY_CHECK(j.is_object(), where << ": expected an object of token -> id");
   Vocab v;
   for (const auto& [t, id] : j.items()) {
-    SY_CHECK(id.is_number_integer(), where << ": the id of '" << t << "' is not an integer");
-    v.add(t, id.get<int>(), where);
+    v.add(t, json_int(id, where + ": the id of '" + t + "'"), where);
   }
   return v;
 }
@@ -211,6 +212,7 @@ class Unigram : public Model {
     SY_CHECK(v.is_array(), where << ".vocab: expected [[piece, score], ...]");
     for (size_t i = 0; i < v.size(); ++i) {
       SY_CHECK(v[i].is_array() && v[i].size() == 2, where << ".vocab[" << i << "]: expected [piece, score]");
+      SY_CHECK(v[i][0].is_string() && v[i][1].is_number(), where << ".vocab[" << i << "]: expected [string, number]");
       const std::string piece = v[i][0].get<std::string>();
       const double score = v[i][1].get<double>();
       vocab_.add(piece, static_cast<int>(i), where + ".vocab");
@@ -219,7 +221,7 @@ class Unigram : public Model {
       max_len_ = std::max(max_len_, piece.size());
     }
     if (j.contains("unk_id") && !j.at("unk_id").is_null()) {
-      unk_id_ = j.at("unk_id").get<int>();
+      unk_id_ = json_int(j.at("unk_id"), where + ".unk_id");
       SY_CHECK(unk_id_ >= 0 && static_cast<size_t>(unk_id_) < scores_.size(), where << ".unk_id: out of range");
     }
     byte_fallback_ = j.value("byte_fallback", false);
@@ -337,7 +339,7 @@ class WordPiece : public Model {
   WordPiece(const Json& j, const std::string& where) {
     vocab_ = vocab_from_object(j.at("vocab"), where + ".vocab");
     prefix_ = opt_str(j, "continuing_subword_prefix").value_or("##");
-    max_chars_ = j.value("max_input_chars_per_word", 100);
+    max_chars_ = static_cast<size_t>(std::max(0, j.contains("max_input_chars_per_word") ? json_int(j.at("max_input_chars_per_word"), where + ".max_input_chars_per_word") : 100));
     auto unk = opt_str(j, "unk_token").value_or("[UNK]");
     unk_id_ = vocab_.find(unk).value_or(-1);
     SY_CHECK(unk_id_ >= 0, where << ": unk_token '" << unk << "' is not in the vocabulary");

@@ -40,7 +40,7 @@ std::unique_ptr<HfTokenizer> HfTokenizer::parse(const std::string& json_text, co
       for (size_t i = 0; i < list.size(); ++i) {
         const auto& a = list[i];
         SY_CHECK(a.is_object() && a.contains("id") && a.contains("content"), label << ": added_tokens[" << i << "]: needs id and content");
-        Added tok{a.at("id").get<int>(),           a.at("content").get<std::string>(), a.value("single_word", false),
+        Added tok{hf::json_int(a.at("id"), label + ": added_tokens[" + std::to_string(i) + "].id"),           a.at("content").get<std::string>(), a.value("single_word", false),
                   a.value("lstrip", false),        a.value("rstrip", false),           a.value("normalized", !a.value("special", false)),
                   a.value("special", false)};
         SY_CHECK(tok.id >= 0 && !tok.content.empty(), label << ": added_tokens[" << i << "]: bad id or empty content");

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "chat/chat_template.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "engine/generator.h"
 #include "test_support.h"
 
@@ -230,6 +231,25 @@ TEST(BadInputs, FuzzerFindingsStayFixed) {
       Graph g = import_onnx_bytes(read_file(entry.path().string()), "/nonexistent", entry.path().filename().string());
       PassContext ctx{registry, nullptr, {}};
       simplify_graph(g, ctx);
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_GT(files, 0);
+}
+
+// tokenizer.json files the loader fuzzer found (a file, the 0xFF 0xFE
+// marker, a text): refused with sy::Error or encoded, never undefined behaviour.
+TEST(BadInputs, TokenizerJsonFuzzerFindingsStayFixed) {
+  const std::filesystem::path dir = std::filesystem::path(SWITCHYARD_SOURCE_DIR) / "tests/fuzz/regressions";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const std::string bytes = read_file(entry.path().string());
+    const size_t cut = bytes.find("\xFF\xFE");
+    try {
+      auto tok = HfTokenizer::parse(bytes.substr(0, cut), entry.path().filename().string());
+      if (cut != std::string::npos) (void)tok->decode(tok->encode(bytes.substr(cut + 2), true), false);
     } catch (const Error&) {
     }
   }
