@@ -1,6 +1,7 @@
 #include "tokenizer/hf_tokenizer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -11,12 +12,62 @@ namespace sy {
 
 namespace u = sy::unicode;
 
+namespace {
+
+// transformers' Llama and Gemma tokenizer classes rebuild the post-processor
+// from tokenizer_config.json's add_bos_token / add_eos_token when they load,
+// whatever tokenizer.json says.
+struct BosEosProcessor : hf::PostProcessor {
+  std::optional<int> bos, eos;
+  void process(std::vector<int>& ids) const override {
+    if (bos) ids.insert(ids.begin(), *bos);
+    if (eos) ids.push_back(*eos);
+  }
+};
+
+std::optional<std::string> config_token(const hf::Json& config, const char* key) {
+  if (!config.contains(key)) return std::nullopt;
+  const hf::Json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SY_CHECK(in, path << ": cannot open the tokenizer file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse(ss.str(), path);
+  auto tok = parse(ss.str(), path);
+  const std::filesystem::path config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  if (std::filesystem::exists(config_path)) {
+    std::ifstream cf(config_path);
+    hf::Json config;
+    try {
+      config = hf::Json::parse(cf);
+    } catch (const std::exception& e) {
+      SY_THROW(config_path.string() << ": not valid JSON: " << e.what());
+    }
+    const std::string cls = config.is_object() ? config.value("tokenizer_class", std::string()) : "";
+    const bool rebuilds = cls.rfind("LlamaTokenizer", 0) == 0 || cls.rfind("GemmaTokenizer", 0) == 0 || cls.rfind("CodeLlamaTokenizer", 0) == 0;
+    if (rebuilds && (config.contains("add_bos_token") || config.contains("add_eos_token"))) {
+      auto post = std::make_unique<BosEosProcessor>();
+      auto id_of = [&](const char* key) {
+        auto text = config_token(config, key);
+        SY_CHECK(text, config_path.string() << ": " << key << " is needed with add_" << std::string(key).substr(0, 3) << "_token");
+        auto id = tok->token_id(*text);
+        SY_CHECK(id, config_path.string() << ": " << key << " '" << *text << "' is not in " << path);
+        return *id;
+      };
+      auto flag = [&](const char* key, bool fallback) { return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback; };
+      if (flag("add_bos_token", true)) post->bos = id_of("bos_token");
+      if (flag("add_eos_token", false)) post->eos = id_of("eos_token");
+      tok->post_ = std::move(post);
+    }
+  }
+  return tok;
 }
 
 std::unique_ptr<HfTokenizer> HfTokenizer::parse(const std::string& json_text, const std::string& label) {

@@ -155,3 +155,27 @@ def test_a_megabyte_prompt_encodes_in_well_under_a_second(trained):
     print(f"{name}: {out.stderr.strip()}")
     with open(text_file, encoding="utf-8") as f:
         assert json.loads(out.stdout)["ids"] == tok.encode(f.read(), add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("flags", [{"add_bos_token": False, "add_eos_token": True}, {"add_bos_token": True, "add_eos_token": True},
+                                   {"add_bos_token": False}])
+def test_llama_class_tokenizers_take_bos_and_eos_from_tokenizer_config(flags):
+    """transformers' LlamaTokenizerFast rebuilds the post-processor from
+    tokenizer_config.json's add_bos_token / add_eos_token (defaults true /
+    false) whatever tokenizer.json holds; PreTrainedTokenizerFast does not."""
+    tok = llama2_spm_bpe()  # its tokenizer.json adds <s>
+    texts = ["Hello world", "Once upon a time"]
+    for cls in ("LlamaTokenizerFast", "PreTrainedTokenizerFast"):
+        d = tempfile.mkdtemp()
+        tok.save(os.path.join(d, "tokenizer.json"))
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            json.dump({"tokenizer_class": cls, "bos_token": "<s>", "eos_token": {"content": "</s>"}, **flags}, f)
+        got = [r["ids"] for r in run_cli(d, texts, True)]
+        for text, ids in zip(texts, got):
+            plain = tok.encode(text, add_special_tokens=False).ids
+            if cls == "LlamaTokenizerFast":
+                want = ([tok.token_to_id("<s>")] if flags.get("add_bos_token", True) else []) + plain + \
+                       ([tok.token_to_id("</s>")] if flags.get("add_eos_token", False) else [])
+            else:
+                want = tok.encode(text, add_special_tokens=True).ids
+            assert ids == want, (cls, flags, text)
