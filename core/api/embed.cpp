@@ -25,18 +25,60 @@ sy_api_status fail(sy_api_status code, const std::string& message) {
   return code;
 }
 
+sy_api_status status_for(sy::ErrorKind kind) {
+  switch (kind) {
+    case sy::ErrorKind::InvalidArgument: return SY_API_INVALID_ARGUMENT;
+    case sy::ErrorKind::NotFound: return SY_API_NOT_FOUND;
+    case sy::ErrorKind::Unsupported: return SY_API_UNSUPPORTED;
+    case sy::ErrorKind::OutOfMemory: return SY_API_OUT_OF_MEMORY;
+    case sy::ErrorKind::PluginFailure: return SY_API_PLUGIN_FAILURE;
+    case sy::ErrorKind::Cancelled: return SY_API_CANCELLED;
+  }
+  return SY_API_ERROR;
+}
+
 template <typename F>
 sy_api_status guarded(F&& f) noexcept {
   try {
     return f();
   } catch (const sy::Error& e) {
-    return fail(SY_API_INVALID_ARGUMENT, e.what());
+    return fail(status_for(e.kind()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(SY_API_OUT_OF_MEMORY, "out of memory");
   } catch (const std::exception& e) {
     return fail(SY_API_ERROR, e.what());
   } catch (...) {
     return fail(SY_API_ERROR, "unknown error");
   }
 }
+
+// Every struct crossing this API starts with struct_size and only grows at
+// the end; these two are the only places one is copied.
+// The caller's input may be older (shorter) than ours: take the fields it
+// has and leave the newer ones zero ("off"). Shorter than the 1.0 struct
+// (min_size) is a caller error.
+template <typename T>
+T read_struct(const T* in, size_t min_size, const char* what) {
+  if (!in || in->struct_size < min_size)
+    throw sy::Error(std::string(what) + ": required, with struct_size set to its sizeof (at least " + std::to_string(min_size) +
+                    ")");
+  T out{};
+  std::memcpy(&out, in, std::min<size_t>(in->struct_size, sizeof(T)));
+  out.struct_size = sizeof(T);
+  return out;
+}
+// The caller's output may be older: fill only what its struct_size covers,
+// and leave its struct_size as it was.
+template <typename T>
+void write_struct(T* out, const T& value, size_t min_size, const char* what) {
+  if (!out || out->struct_size < min_size)
+    throw sy::Error(std::string(what) + ": required, with struct_size set to its sizeof (at least " + std::to_string(min_size) +
+                    ")");
+  const uint32_t size = out->struct_size;
+  std::memcpy(out, &value, std::min<size_t>(size, sizeof(T)));
+  out->struct_size = size;
+}
+#define SY_SIZE_THROUGH(T, field) (offsetof(T, field) + sizeof(((T*)nullptr)->field))
 
 int32_t finish_code(const std::string& reason) {
   if (reason == "stop") return SY_FINISH_STOP;
@@ -123,28 +165,28 @@ struct sy_engine {
 
 struct sy_request {
   std::shared_ptr<RequestState> state;
+  std::string snapshot;  // what sy_request_text last returned
 };
 
 extern "C" {
 
 const char* sy_last_error(void) { return t_error.c_str(); }
 
-sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out) {
+sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** out) {
   return guarded([&]() -> sy_api_status {
-    if (!options || !out || options->struct_size < offsetof(sy_engine_options, threads) + sizeof(int32_t))
-      return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options and out are required (set options.struct_size)");
-    if (!options->manifest) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options.manifest is required");
-    sy::EngineConfig cfg = sy::Manifest::load(options->manifest).resolve(options->profile ? options->profile : "");
-    if (options->model) cfg.model = options->model;
-    if (options->threads > 0) cfg.threads = options->threads;
+    if (!out) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: out is required");
+    const sy_engine_options o = read_struct(options_in, SY_SIZE_THROUGH(sy_engine_options, threads), "sy_engine_create: options");
+    if (!o.manifest) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options.manifest is required");
+    sy::EngineConfig cfg = sy::Manifest::load(o.manifest).resolve(o.profile ? o.profile : "");
+    if (o.model) cfg.model = o.model;
+    if (o.threads > 0) cfg.threads = o.threads;
     auto e = std::make_unique<sy_engine>();
     e->session = sy::Session::create(cfg);
     if (!e->session->step_engine())
-      return fail(SY_API_INVALID_ARGUMENT, std::string(options->manifest) +
+      return fail(SY_API_INVALID_ARGUMENT, std::string(o.manifest) +
                                                ": the embedding API serves requests with the step engine: the profile must "
                                                "select a cache manager ('cache:') and the attention-fusion pass");
-    if (options->struct_size >= offsetof(sy_engine_options, tokenizer) + sizeof(const char*) && options->tokenizer)
-      cfg.tokenizer = options->tokenizer;
+    if (o.tokenizer) cfg.tokenizer = o.tokenizer;
     std::string tok = cfg.tokenizer.empty() ? sy::find_tokenizer_beside(cfg.model) : cfg.tokenizer;
     if (!tok.empty()) e->tokenizer = sy::load_tokenizer(tok);
     e->tokenizer_path = tok;
@@ -196,10 +238,11 @@ sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add
   });
 }
 
-sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_request** out) {
+sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, sy_request** out) {
   return guarded([&]() -> sy_api_status {
-    if (!engine || !p || !out || p->struct_size < offsetof(sy_request_params, user) + sizeof(void*))
-      return fail(SY_API_INVALID_ARGUMENT, "sy_submit: engine, params and out are required (set params.struct_size)");
+    if (!engine || !out) return fail(SY_API_INVALID_ARGUMENT, "sy_submit: engine and out are required");
+    const sy_request_params params = read_struct(params_in, SY_SIZE_THROUGH(sy_request_params, user), "sy_submit: params");
+    const sy_request_params* p = &params;
     sy::GenerationRequest req;
     if (p->prompt_text) {
       if (!engine->tokenizer) return fail(SY_API_INVALID_ARGUMENT, "prompt_text needs a tokenizer; give prompt_ids");
@@ -214,21 +257,33 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
     req.stop_at_eos = p->ignore_eos == 0;
     req.priority = p->priority;
     req.timeout_ms = p->timeout_ms;
-    req.sampling.temperature = p->sampling.temperature;
-    req.sampling.top_k = p->sampling.top_k;
-    req.sampling.top_p = p->sampling.top_p == 0.f ? 1.f : p->sampling.top_p;
-    req.sampling.seed = p->sampling.seed;
-    auto* on_logprobs = static_cast<void (*)(void*, const sy_token_logprobs*)>(nullptr);
-    if (p->struct_size >= offsetof(sy_request_params, on_logprobs) + sizeof(p->on_logprobs)) {
-      req.sampling.presence_penalty = p->presence_penalty;
-      req.sampling.frequency_penalty = p->frequency_penalty;
-      req.sampling.repetition_penalty = p->repetition_penalty == 0.f ? 1.f : p->repetition_penalty;
-      req.sampling.min_p = p->min_p;
-      if (p->logprobs) req.sampling.logprobs = p->top_logprobs;
-      if (p->num_stop_ids > 0 && !p->stop_ids) return fail(SY_API_INVALID_ARGUMENT, "num_stop_ids without stop_ids");
-      for (int32_t i = 0; i < p->num_stop_ids; ++i) req.stop_ids.push_back(p->stop_ids[i]);
-      on_logprobs = p->on_logprobs;
+    // The growable sampling struct when given, else the frozen 1.0 one and
+    // the 1.1 fields (zero when the caller's struct predates them).
+    sy_sampling_params sp{};
+    if (p->sampling_params) {
+      sp = read_struct(p->sampling_params, SY_SIZE_THROUGH(sy_sampling_params, seed), "sy_submit: params.sampling_params");
+    } else {
+      sp.temperature = p->sampling.temperature;
+      sp.top_k = p->sampling.top_k;
+      sp.top_p = p->sampling.top_p;
+      sp.seed = p->sampling.seed;
+      sp.presence_penalty = p->presence_penalty;
+      sp.frequency_penalty = p->frequency_penalty;
+      sp.repetition_penalty = p->repetition_penalty;
+      sp.min_p = p->min_p;
     }
+    req.sampling.temperature = sp.temperature;
+    req.sampling.top_k = sp.top_k;
+    req.sampling.top_p = sp.top_p == 0.f ? 1.f : sp.top_p;
+    req.sampling.seed = sp.seed;
+    req.sampling.presence_penalty = sp.presence_penalty;
+    req.sampling.frequency_penalty = sp.frequency_penalty;
+    req.sampling.repetition_penalty = sp.repetition_penalty == 0.f ? 1.f : sp.repetition_penalty;
+    req.sampling.min_p = sp.min_p;
+    if (p->logprobs) req.sampling.logprobs = p->top_logprobs;
+    if (p->num_stop_ids > 0 && !p->stop_ids) return fail(SY_API_INVALID_ARGUMENT, "num_stop_ids without stop_ids");
+    for (int32_t i = 0; i < p->num_stop_ids; ++i) req.stop_ids.push_back(p->stop_ids[i]);
+    auto* on_logprobs = p->on_logprobs;
     auto st = std::make_shared<RequestState>();
     st->engine = engine->session->step_engine();
     // Streamed text leaves special tokens out (end-of-sequence among them).
@@ -297,7 +352,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* p, sy_reques
       std::lock_guard<std::mutex> lock(st->mu);
       st->id = st->engine->submit(req, cb);
     }
-    *out = new sy_request{st};
+    *out = new sy_request{st, {}};
     return static_cast<sy_api_status>(SY_API_OK);
   });
 }
@@ -322,17 +377,42 @@ void sy_request_cancel(sy_request* r) {
   if (r) r->state->engine->cancel(r->state->id);
 }
 
-const char* sy_request_text(sy_request* r) {
-  if (!r) return "";
-  std::lock_guard<std::mutex> lock(r->state->mu);
-  return r->state->text.c_str();
+sy_api_status sy_request_copy_text(sy_request* r, char* text, int32_t capacity, int32_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!r || !length || capacity < 0 || (capacity > 0 && !text))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_request_copy_text: request and length are required (text with capacity > 0)");
+    std::lock_guard<std::mutex> lock(r->state->mu);
+    const std::string& t = r->state->text;
+    *length = static_cast<int32_t>(t.size());
+    const size_t n = std::min(t.size(), static_cast<size_t>(capacity));
+    if (n > 0) std::memcpy(text, t.data(), n);
+    if (t.size() < static_cast<size_t>(capacity)) text[t.size()] = '\0';
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
 }
 
-void sy_request_info_get(sy_request* r, sy_request_info* out) {
-  if (!r || !out) return;
-  std::lock_guard<std::mutex> lock(r->state->mu);
-  *out = r->state->info;
-  out->completion_tokens = static_cast<int32_t>(r->state->tokens.size());
+const char* sy_request_text(sy_request* r) {
+  if (!r) return "";
+  try {
+    // A copy owned by the handle: the engine thread keeps appending to the
+    // state's text, so a pointer into it would race with the caller's read.
+    std::lock_guard<std::mutex> lock(r->state->mu);
+    r->snapshot = r->state->text;
+  } catch (...) {
+    return "";
+  }
+  return r->snapshot.c_str();
+}
+
+sy_api_status sy_request_info_get(sy_request* r, sy_request_info* out) {
+  return guarded([&]() -> sy_api_status {
+    if (!r) return fail(SY_API_INVALID_ARGUMENT, "sy_request_info_get: request is required");
+    std::lock_guard<std::mutex> lock(r->state->mu);
+    sy_request_info info = r->state->info;
+    info.completion_tokens = static_cast<int32_t>(r->state->tokens.size());
+    write_struct(out, info, SY_SIZE_THROUGH(sy_request_info, struct_size), "sy_request_info_get: out");
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
 }
 
 void sy_request_release(sy_request* r) {
@@ -348,7 +428,7 @@ void sy_request_release(sy_request* r) {
 
 sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
   return guarded([&]() -> sy_api_status {
-    if (!engine || !out) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_metrics: engine and out are required");
+    if (!engine) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_metrics: engine is required");
     sy::StepEngineMetrics m = engine->session->step_engine()->metrics();
     sy_metrics r{};
     r.struct_size = sizeof(r);
@@ -367,7 +447,7 @@ sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
     r.spec_drafts = m.spec_drafts;
     r.spec_draft_tokens = m.spec_draft_tokens;
     r.spec_accepted_tokens = m.spec_accepted_tokens;
-    std::memcpy(out, &r, std::min<size_t>(sizeof(r), out->struct_size ? out->struct_size : sizeof(r)));
+    write_struct(out, r, SY_SIZE_THROUGH(sy_metrics, struct_size), "sy_engine_metrics: out");
     return static_cast<sy_api_status>(SY_API_OK);
   });
 }

@@ -38,7 +38,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   sy_request_wait(request);
-  sy_request_info_get(request, &info);
+  if (sy_request_info_get(request, &info) != SY_API_OK) {
+    fprintf(stderr, "error: %s\n", sy_last_error());
+    return 1;
+  }
   printf("\n[%d prompt tokens, %d generated, finish reason %d, ttft %.2f ms]\n", info.prompt_tokens, info.completion_tokens,
          info.finish_reason, info.ttft_ms);
   sy_request_release(request);

@@ -18,12 +18,23 @@
  *   sy_request_release(r);
  *   sy_engine_destroy(e);
  *
- * Threads: every function is thread-safe. Callbacks run on the engine's
- * thread; they must be quick and must not call sy_engine_destroy.
- * Errors: functions return SY_API_OK (0) or an error code; the message is
- * sy_last_error() on the calling thread. Strings returned by the API stay
- * valid until the object they came from is released.
- * Versions: structs start with struct_size and only grow at the end.
+ * Threads: every function is thread-safe unless its comment says
+ * otherwise. Callbacks run on the engine's thread; they must be quick and
+ * must not call sy_engine_destroy or sy_request_release.
+ * Errors: functions that can fail return SY_API_OK (0) or an SY_API_* code
+ * saying what kind of failure it was; the message (naming the file, field,
+ * plugin or value) is sy_last_error() on the calling thread, valid until the
+ * next failing call on that thread.
+ * Ownership: the caller owns what it passes in (copied before the call
+ * returns, except callbacks and `user`, kept for the request's life).
+ * Strings returned by the API stay valid until the object they came from is
+ * destroyed or released, unless the comment says otherwise.
+ * Versions: every struct starts with struct_size, which the caller sets to
+ * sizeof the struct as its header declares it; structs only grow at the end
+ * (marked ---- 1.x ----). The library reads only the fields a caller's
+ * struct_size covers (later fields count as zero, which is always "off"),
+ * and writes only the fields an output struct's struct_size covers. A
+ * program built against 1.0 runs against any 1.x library.
  */
 #ifndef SWITCHYARD_SWITCHYARD_H_
 #define SWITCHYARD_SWITCHYARD_H_
@@ -36,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 1
+#define SY_API_VERSION_MINOR 2
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -47,10 +58,15 @@ extern "C" {
 typedef int32_t sy_api_status;
 enum {
   SY_API_OK = 0,
-  SY_API_ERROR = 1,
-  SY_API_INVALID_ARGUMENT = 2, /* a bad request: empty prompt, bad sampling values, too long, ... */
-  SY_API_NOT_FOUND = 3,
-  SY_API_SHUTTING_DOWN = 4
+  SY_API_ERROR = 1,            /* anything not below (an internal error) */
+  SY_API_INVALID_ARGUMENT = 2, /* bad input: a malformed manifest or model, an empty prompt, bad sampling values, ... */
+  SY_API_NOT_FOUND = 3,        /* a file, profile, component or tokenizer that does not exist */
+  SY_API_SHUTTING_DOWN = 4,    /* the engine is being destroyed */
+  /* ---- 1.2 ---- */
+  SY_API_UNSUPPORTED = 5,      /* valid input this build or model cannot handle (an op without a kernel, a layer that cannot fuse) */
+  SY_API_OUT_OF_MEMORY = 6,    /* an allocation failed, or the request can never fit the KV cache */
+  SY_API_PLUGIN_FAILURE = 7,   /* a plugin returned an error or broke its contract (the message names it) */
+  SY_API_CANCELLED = 8         /* the operation was cancelled */
 };
 
 typedef struct sy_engine sy_engine;
@@ -94,6 +110,9 @@ SY_API sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char*
 SY_API sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add_bos, int32_t* ids, int32_t capacity,
                           int32_t* count);
 
+/* The 1.0 sampling parameters, embedded by value in sy_request_params and
+ * therefore frozen (it can never grow): new programs use the growable
+ * sy_sampling_params through sy_request_params.sampling_params. */
 typedef struct sy_sampling {
   uint32_t struct_size;
   float temperature; /* 0: greedy */
@@ -101,6 +120,20 @@ typedef struct sy_sampling {
   float top_p;       /* 1: off; 0 means 1 */
   uint64_t seed;
 } sy_sampling;
+
+/* 1.2: every sampling parameter in one struct passed by pointer, so it can
+ * grow. Zero is "off" (or the default) for every field. */
+typedef struct sy_sampling_params {
+  uint32_t struct_size;
+  float temperature;        /* 0: greedy */
+  int32_t top_k;            /* 0: off */
+  float top_p;              /* 0 or 1: off */
+  float min_p;              /* [0, 1]: drop tokens below min_p * the top probability */
+  float presence_penalty;   /* OpenAI's, on generated tokens: [-2, 2] */
+  float frequency_penalty;  /* OpenAI's, on generated tokens: [-2, 2] */
+  float repetition_penalty; /* Hugging Face's, on prompt and generated tokens: > 0 (0 and 1: off) */
+  uint64_t seed;
+} sy_sampling_params;
 
 enum {
   SY_FINISH_NONE = 0, /* still running */
@@ -165,6 +198,10 @@ typedef struct sy_request_params {
   /* With logprobs: called for each token just before on_token, from the
    * engine thread. Pointers are valid during the call. */
   void (*on_logprobs)(void* user, const struct sy_token_logprobs* logprobs);
+  /* ---- 1.2 ---- */
+  /* When set, replaces `sampling` and the 1.1 penalty and min_p fields
+   * above. Copied by sy_submit. */
+  const sy_sampling_params* sampling_params;
 } sy_request_params;
 
 /* Queues a request. The handle stays valid until sy_request_release. */
@@ -176,9 +213,22 @@ SY_API int32_t sy_request_poll(sy_request* request, int32_t* tokens, int32_t cap
 SY_API void sy_request_wait(sy_request* request);
 /* Ends the request early (finish reason CANCELLED); safe after it finished. */
 SY_API void sy_request_cancel(sy_request* request);
-/* The generated text so far (stop strings trimmed). */
+/* 1.2: copies the generated text so far (stop strings trimmed) into text:
+ * up to capacity bytes, NUL-terminated when it fits (length < capacity),
+ * and sets *length to the full length in bytes. Safe from any thread while
+ * the engine generates. */
+SY_API sy_api_status sy_request_copy_text(sy_request* request, char* text, int32_t capacity, int32_t* length);
+/* The generated text so far, as a snapshot owned by the handle: valid until
+ * the next sy_request_text call on the same request or its release. Not for
+ * concurrent calls on one request (use sy_request_copy_text). */
 SY_API const char* sy_request_text(sy_request* request);
-SY_API void sy_request_info_get(sy_request* request, sy_request_info* out);
+/* Fills the fields out->struct_size covers (set it first). out->error is
+ * valid until the request is released. Returns SY_API_INVALID_ARGUMENT for
+ * a NULL request or out or a struct_size smaller than the 1.0 struct (1.1
+ * and older declared this function void; callers that ignore the result
+ * are unaffected). */
+SY_API sy_api_status sy_request_info_get(sy_request* request, sy_request_info* out);
+/* Cancels the request if it still runs and frees the handle. */
 SY_API void sy_request_release(sy_request* request);
 
 typedef struct sy_metrics {
@@ -200,6 +250,7 @@ typedef struct sy_metrics {
   int64_t spec_accepted_tokens; /* tokens accepted */
 } sy_metrics;
 
+/* Fills the fields out->struct_size covers (set it first). */
 SY_API sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out);
 
 #ifdef __cplusplus
