@@ -37,7 +37,7 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
     try {
       changed = p->run(*graph, pctx);
     } catch (const std::exception& e) {
-      SY_THROW(path << ": pass '" << p->name() << "' failed: " << e.what());
+      SY_THROW_KIND(kind_of(e), path << ": pass '" << p->name() << "' failed: " << e.what());
     }
     pctx.env = nullptr;
     if (before && changed) {
@@ -45,7 +45,7 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
         ProbeReport probe = prove_rewrite(p->name(), *before, *graph, env);
         if (report) report->probes.push_back(probe);
       } catch (const std::exception& e) {
-        SY_THROW(path << ": " << e.what());
+        SY_THROW_KIND(kind_of(e), path << ": " << e.what());
       }
     }
     graph->compact();
@@ -58,7 +58,7 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
   try {
     return std::make_unique<Executor>(graph, registry, threads, options.executor);
   } catch (const Error& e) {
-    SY_THROW(path << ": " << e.what());
+    SY_THROW_KIND(e.kind(), path << ": " << e.what());
   }
 }
 

@@ -9,26 +9,44 @@ namespace {
 
 class PluginDrafterAdapter : public Drafter {
  public:
-  explicit PluginDrafterAdapter(std::unique_ptr<PluginDrafter> p) : p_(std::move(p)) {}
-  std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams&,
-                               std::vector<std::vector<double>>*) override {
-    return p_->propose(seq, tokens, k);
+  PluginDrafterAdapter(std::unique_ptr<PluginDrafter> p, int64_t vocab_size) : p_(std::move(p)), vocab_size_(vocab_size) {}
+  std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams& sampling,
+                               std::vector<std::vector<double>>* q) override {
+    sy_draft_sampling ds{};
+    ds.struct_size = sizeof(ds);
+    ds.temperature = sampling.temperature;
+    ds.top_k = sampling.top_k;
+    ds.top_p = sampling.top_p;
+    ds.seed = sampling.seed;
+    DraftProposal proposal = p_->propose(seq, tokens, k, ds, vocab_size_);
+    if (q) *q = std::move(proposal.probs);
+    return proposal.tokens;
   }
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) override { p_->accepted(seq, proposed, accepted_count); }
   void release(uint64_t seq) override { p_->release(seq); }
 
  private:
   std::unique_ptr<PluginDrafter> p_;
+  int64_t vocab_size_;
 };
 
 class DraftModelDrafter : public Drafter {
  public:
-  DraftModelDrafter(const std::string& path, const KernelRegistry& registry, ThreadPool* threads, int32_t k) : k_(k) {
+  DraftModelDrafter(const std::string& path, const KernelRegistry& registry, ThreadPool* threads, int32_t k, int64_t target_vocab)
+      : k_(k) {
     ModelOptions mo;
     mo.max_context = 1 << 20;
     model_ = DecoderModel::load(path, registry, threads, mo);
     SY_CHECK(model_->has_kv_cache() && !model_->paged_attention(),
              path << ": a draft model must be a decoder-with-past export (it runs with its own past/present KV)");
+    // Verification compares the draft's distribution with the target's token
+    // by token: the two must share one vocabulary (ids and size).
+    SY_CHECK(model_->vocab_size() > 0 && target_vocab > 0,
+             path << ": the draft model's vocabulary size (" << model_->vocab_size() << ") and the target's (" << target_vocab
+                  << ") must be static to check that they match");
+    SY_CHECK(model_->vocab_size() == target_vocab, path << ": the draft model's vocabulary has " << model_->vocab_size()
+                                                        << " tokens, the target's " << target_vocab
+                                                        << ": a draft model must share the target's tokenizer");
   }
 
   std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams& sampling,
@@ -140,13 +158,13 @@ class DraftModelDrafter : public Drafter {
 
 }  // namespace
 
-std::unique_ptr<Drafter> make_plugin_drafter(std::unique_ptr<PluginDrafter> plugin) {
-  return std::make_unique<PluginDrafterAdapter>(std::move(plugin));
+std::unique_ptr<Drafter> make_plugin_drafter(std::unique_ptr<PluginDrafter> plugin, int64_t vocab_size) {
+  return std::make_unique<PluginDrafterAdapter>(std::move(plugin), vocab_size);
 }
 
 std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& model_path, const KernelRegistry& registry, ThreadPool* threads,
-                                                  int32_t k) {
-  return std::make_unique<DraftModelDrafter>(model_path, registry, threads, k);
+                                                  int32_t k, int64_t target_vocab) {
+  return std::make_unique<DraftModelDrafter>(model_path, registry, threads, k, target_vocab);
 }
 
 }  // namespace sy

@@ -1,5 +1,6 @@
 // Speculative drafters as the step engine sees them: a plugin drafter (the
-// drafter ABI; its proposals are point masses) or the built-in draft-model
+// drafter ABI; point masses, or with the distributions a sampling drafter
+// reports through propose_sampled) or the built-in draft-model
 // drafter (a second model with its own KV cache; it reports the draft
 // distribution of every proposal so verification can be exact).
 #pragma once
@@ -24,11 +25,13 @@ class Drafter {
   virtual void release(uint64_t seq) = 0;
 };
 
-std::unique_ptr<Drafter> make_plugin_drafter(std::unique_ptr<PluginDrafter> plugin);
+// vocab_size: the target's (a sampling plugin drafter reports distributions over it).
+std::unique_ptr<Drafter> make_plugin_drafter(std::unique_ptr<PluginDrafter> plugin, int64_t vocab_size);
 
 // The draft model runs in baseline mode (its own past/present KV per
 // sequence, rolled back to what the target accepted before each proposal).
+// Its vocabulary must be the target's (target_vocab); otherwise it is refused.
 std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& model_path, const KernelRegistry& registry, ThreadPool* threads,
-                                                  int32_t k);
+                                                  int32_t k, int64_t target_vocab);
 
 }  // namespace sy

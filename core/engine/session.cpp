@@ -43,7 +43,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     try {
       s->plugins_->load(p.path, p.sha256);
     } catch (const Error& e) {
-      SY_THROW(p.where << ": " << e.what());
+      SY_THROW_KIND(e.kind(), p.where << ": " << e.what());
     }
   }
   check_providers(config.kernels, s->kernels_, config.manifest_path);
@@ -125,9 +125,9 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
         std::filesystem::path draft(std::get<std::string>(*o.find("model")));
         if (draft.is_relative() && !config.manifest_path.empty()) draft = std::filesystem::path(config.manifest_path).parent_path() / draft;
         s->drafter_instance_ = make_draft_model_drafter(draft.lexically_normal().string(), s->kernels_, s->threads_.get(),
-                                                         static_cast<int32_t>(int_option("k", 4)));
+                                                         static_cast<int32_t>(int_option("k", 4)), m.vocab_size());
       } else {
-        s->drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, s->threads_.get()));
+        s->drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, s->threads_.get()), m.vocab_size());
       }
       s->step_engine_->set_drafter(s->drafter_instance_.get(), static_cast<int32_t>(int_option("k", 4)));
     }

@@ -509,7 +509,12 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
                                    std::to_string(model_.vocab_size()) + "; draft dropped";
       continue;
     }
-    SY_CHECK(q.empty() || q.size() >= d.size(), "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
+    SY_CHECK_KIND(q.empty() || q.size() >= d.size(), ErrorKind::PluginFailure,
+                  "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
+    for (const auto& row : q)
+      SY_CHECK_KIND(static_cast<int64_t>(row.size()) == model_.vocab_size(), ErrorKind::PluginFailure,
+                    "drafter returned a draft distribution over " << row.size() << " tokens; the model's vocabulary has "
+                                                                   << model_.vocab_size());
     if (!cache_.allocate(s->id, static_cast<int32_t>(d.size()))) continue;  // no room: decode without drafts
     s->drafts = d;
     s->draft_q = std::move(q);

@@ -66,7 +66,7 @@ std::shared_ptr<void> read_external(const Ctx& ctx, const onnx::TensorProto& t, 
   }
   fs::path full = resolve_external(ctx, t);
   std::ifstream in(full, std::ios::binary);
-  SY_CHECK(in, ctx.label << ": initializer '" << t.name() << "': cannot open external data file " << full.string());
+  SY_CHECK_KIND(in, ErrorKind::NotFound, ctx.label << ": initializer '" << t.name() << "': cannot open external data file " << full.string());
   in.seekg(0, std::ios::end);
   auto file_size = static_cast<int64_t>(in.tellg());
   if (length < 0) length = file_size - offset;
@@ -370,7 +370,7 @@ Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   SY_CHECK(!fs::exists(path, ec) || fs::is_regular_file(path, ec), path << ": not a regular file (a device or a directory)");
   std::ifstream in(path, std::ios::binary);
-  SY_CHECK(in, path << ": cannot open the model file");
+  SY_CHECK_KIND(in, ErrorKind::NotFound, path << ": cannot open the model file");
   in.seekg(0, std::ios::end);
   auto size = static_cast<uint64_t>(in.tellg());
   SY_CHECK(options.max_file_bytes == 0 || size <= options.max_file_bytes,

@@ -261,7 +261,7 @@ Manifest Manifest::parse_unchecked(const std::string& text, const std::string& p
 Manifest Manifest::load(const std::string& path) {
   // Manifests are small; refuse devices, directories and huge files before reading.
   std::error_code ec;
-  SY_CHECK(fs::is_regular_file(path, ec), path << ": cannot open the manifest (not a regular file)");
+  SY_CHECK_KIND(fs::is_regular_file(path, ec), ErrorKind::NotFound, path << ": cannot open the manifest (not a regular file)");
   SY_CHECK(fs::file_size(path, ec) <= (1u << 20), path << ": the manifest is larger than 1 MiB");
   std::ifstream in(path);
   SY_CHECK(in, path << ": cannot open the manifest");

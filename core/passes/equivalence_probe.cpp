@@ -193,7 +193,8 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
     try {
       a = run_after->run(fa.tensors, step_after ? scratch.context() : nullptr);
     } catch (const std::exception& e) {
-      SY_THROW("pass '" << pass << "' refused: the rewritten graph fails on the probe case '" << c.name << "': " << e.what());
+      SY_THROW_KIND(ErrorKind::PluginFailure,
+                    "pass '" << pass << "' refused: the rewritten graph fails on the probe case '" << c.name << "': " << e.what());
     }
     ++rep.cases;
     // 1. Each replaced region, fed the original's own boundary values (one row).
@@ -204,7 +205,8 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
       try {
         r = run_region->run(feeds, step_after ? scratch.context() : nullptr);
       } catch (const std::exception& e) {
-        SY_THROW("pass '" << pass << "' refused: a rewritten region fails on the probe case '" << c.name << "': " << e.what());
+        SY_THROW_KIND(ErrorKind::PluginFailure,
+                      "pass '" << pass << "' refused: a rewritten region fails on the probe case '" << c.name << "': " << e.what());
       }
       if (!run_mixed) {
         std::vector<ValueId> fed = fb.ids;
@@ -223,7 +225,7 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
                           << " where the original computed " << orig.shape().str() << " (probe case '" << c.name << "')");
         const double d = deviation(orig, mine), tol = kProbeTolerance * scale_of(orig);
         rep.max_deviation = std::max(rep.max_deviation, d);
-        SY_CHECK(d <= tol, "pass '" << pass << "' refused: its rewrite of " << describe_node(after, pairs[i].second)
+        SY_CHECK_KIND(d <= tol, ErrorKind::PluginFailure, "pass '" << pass << "' refused: its rewrite of " << describe_node(after, pairs[i].second)
                                     << " deviates from the original by " << d << " (tolerance " << tol << ") on the probe case '"
                                     << c.name << "'");
       }
@@ -262,9 +264,9 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
             if (slot >= 0 && run_after->reads_input(after.inputs[static_cast<size_t>(slot)])) {
               os << "; the rewritten graph still reads the shape of '" << after.values[static_cast<size_t>(after.inputs[static_cast<size_t>(slot)])].name
                  << "' (positions or lengths taken from the past KV cache, which the step engine's ragged batch does not have)";
-              throw Error(os.str());
+              throw Error(os.str(), ErrorKind::PluginFailure);
             }
-      throw Error(os.str());
+      throw Error(os.str(), ErrorKind::PluginFailure);
     }
   }
   rep.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -1,5 +1,6 @@
 #include "plugin_host/components.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "plugin_host/host_api.h"
@@ -42,7 +43,7 @@ const ComponentEntry& ComponentRegistry::get(ComponentKind kind, const std::stri
   if (known.empty()) os << "none (load a plugin that provides one)";
   for (size_t i = 0; i < known.size(); ++i)
     os << (i ? ", " : "") << known[i]->name << " (" << (known[i]->library ? "plugin " + known[i]->provider : "built in") << ")";
-  throw Error(os.str());
+  throw Error(os.str(), ErrorKind::NotFound);
 }
 
 std::vector<const ComponentEntry*> ComponentRegistry::list(ComponentKind kind) const {
@@ -99,16 +100,8 @@ class PluginPass : public GraphPass {
     sy_graph handle{&g, ctx.env};
     sy_options opts{&options_};
     int32_t changed = 0;
-    PluginCall call(lib_->name(), threads_);
-    sy_status s;
-    try {
-      s = d_->run(lib_->info().plugin_data, &handle, &opts, &changed);
-    } catch (const std::exception& e) {
-      SY_THROW("plugin '" << lib_->name() << "': pass '" << name_ << "' threw a C++ exception across the ABI: " << e.what());
-    } catch (...) {
-      SY_THROW("plugin '" << lib_->name() << "': pass '" << name_ << "' threw across the ABI");
-    }
-    call.check(s, "pass '" + name_ + "'");
+    call_plugin(lib_->name(), threads_, "pass '" + name_ + "'",
+                [&] { return d_->run(lib_->info().plugin_data, &handle, &opts, &changed); });
     return changed != 0;
   }
 
@@ -119,18 +112,6 @@ class PluginPass : public GraphPass {
   OptionValues options_;
   ThreadPool* threads_;
 };
-
-// Calls a plugin function, turning a C++ exception that escaped it into an error.
-template <typename F>
-sy_status shielded(const std::string& plugin, const std::string& what, F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    SY_THROW("plugin '" << plugin << "': " << what << " threw a C++ exception across the ABI: " << e.what());
-  } catch (...) {
-    SY_THROW("plugin '" << plugin << "': " << what << " threw across the ABI");
-  }
-}
 
 }  // namespace
 
@@ -143,29 +124,15 @@ std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const Optio
 // ---- scheduler
 
 PluginScheduler::PluginScheduler(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads)
-    : lib_(e.library), d_(static_cast<const sy_scheduler_desc*>(e.desc)), options_(options), threads_(threads) {
-  SY_CHECK(e.kind == ComponentKind::Scheduler && lib_, e.label() << " is not a plugin scheduler");
-  sy_options o{&options_};
-  PluginCall call(lib_->name(), threads_);
-  call.check(shielded(lib_->name(), "scheduler create", [&] { return d_->create(lib_->info().plugin_data, &o, &state_); }),
-             "scheduler '" + e.name + "' create");
-}
-PluginScheduler::~PluginScheduler() {
-  PluginCall call(lib_->name(), threads_);
-  try {
-    d_->destroy(state_);
-  } catch (...) {
-  }
+    : PluginComponent(e, ComponentKind::Scheduler, options, threads) {
+  create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), o, state); });
 }
 std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& input) {
   std::vector<sy_sched_decision> out(static_cast<size_t>(input.num_waiting + input.num_running));
   int32_t count = 0;
-  PluginCall call(lib_->name(), threads_);
-  call.check(shielded(lib_->name(), "scheduler plan",
-                      [&] { return d_->plan(state_, &input, out.data(), static_cast<int32_t>(out.size()), &count); }),
-             "scheduler plan");
-  SY_CHECK(count >= 0 && static_cast<size_t>(count) <= out.size(),
-           "plugin '" << lib_->name() << "': scheduler plan returned " << count << " decisions for " << out.size() << " sequences");
+  call("scheduler plan", [&] { return d_->plan(state_, &input, out.data(), static_cast<int32_t>(out.size()), &count); });
+  SY_CHECK_KIND(count >= 0 && static_cast<size_t>(count) <= out.size(), ErrorKind::PluginFailure,
+                who() << ": scheduler plan returned " << count << " decisions for " << out.size() << " sequences");
   out.resize(static_cast<size_t>(count));
   return out;
 }
@@ -174,121 +141,105 @@ std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& input
 
 PluginCacheManager::PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options,
                                        ThreadPool* threads)
-    : lib_(e.library), d_(static_cast<const sy_cache_desc*>(e.desc)), options_(options), threads_(threads) {
-  SY_CHECK(e.kind == ComponentKind::Cache && lib_, e.label() << " is not a plugin cache manager");
-  sy_options o{&options_};
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache create", [&] { return d_->create(lib_->info().plugin_data, &config, &o, &state_); }),
-           "cache manager '" + e.name + "' create");
-}
-PluginCacheManager::~PluginCacheManager() {
-  PluginCall pc(lib_->name(), threads_);
-  try {
-    d_->destroy(state_);
-  } catch (...) {
-  }
+    : PluginComponent(e, ComponentKind::Cache, options, threads) {
+  create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), &config, o, state); });
 }
 bool PluginCacheManager::allocate(uint64_t seq, int32_t n) {
-  PluginCall pc(lib_->name(), threads_);
-  sy_status s = shielded(lib_->name(), "cache allocate", [&] { return d_->allocate(state_, seq, n); });
+  sy_status s = call_status("cache allocate", [&] { return d_->allocate(state_, seq, n); });
   if (s == SY_OUT_OF_MEMORY) {
     last_refusal_ = take_plugin_error();
     return false;
   }
-  pc.check(s, "cache allocate");
+  check_plugin_status(lib_->name(), s, "cache allocate");
   return true;
 }
 int32_t PluginCacheManager::match_prefix(uint64_t seq, const std::vector<int32_t>& tokens) {
   if (!d_->match_prefix) return 0;
   int32_t cached = 0;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache match_prefix",
-                    [&] { return d_->match_prefix(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size()), &cached); }),
-           "cache match_prefix");
+  call("cache match_prefix", [&] { return d_->match_prefix(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size()), &cached); });
+  SY_CHECK_KIND(cached >= 0 && cached <= static_cast<int32_t>(tokens.size()), ErrorKind::PluginFailure,
+                who() << ": cache match_prefix reported " << cached << " cached tokens of " << tokens.size());
   return cached;
 }
 void PluginCacheManager::commit(uint64_t seq, const int32_t* tokens, int32_t count) {
-  if (!d_->commit) return;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache commit", [&] { return d_->commit(state_, seq, tokens, count); }), "cache commit");
+  if (d_->commit) call("cache commit", [&] { return d_->commit(state_, seq, tokens, count); });
 }
 void PluginCacheManager::truncate(uint64_t seq, int32_t length) {
-  SY_CHECK(d_->truncate, "plugin '" << lib_->name() << "': this cache manager cannot truncate (no rollback)");
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache truncate", [&] { return d_->truncate(state_, seq, length); }), "cache truncate");
+  SY_CHECK_KIND(d_->truncate, ErrorKind::Unsupported, who() << ": this cache manager cannot truncate (no rollback)");
+  call("cache truncate", [&] { return d_->truncate(state_, seq, length); });
 }
 void PluginCacheManager::fork(uint64_t parent, uint64_t child) {
-  SY_CHECK(d_->fork, "plugin '" << lib_->name() << "': this cache manager cannot fork sequences");
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache fork", [&] { return d_->fork(state_, parent, child); }), "cache fork");
+  SY_CHECK_KIND(d_->fork, ErrorKind::Unsupported, who() << ": this cache manager cannot fork sequences");
+  call("cache fork", [&] { return d_->fork(state_, parent, child); });
 }
 void PluginCacheManager::release(uint64_t seq) {
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache release", [&] { return d_->release(state_, seq); }), "cache release");
+  call("cache release", [&] { return d_->release(state_, seq); });
 }
 std::vector<int32_t> PluginCacheManager::block_table(uint64_t seq) {
-  SY_CHECK(d_->block_table, "plugin '" << lib_->name() << "': this cache manager has no block tables");
   const int32_t* blocks = nullptr;
   int32_t n = 0;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache block_table", [&] { return d_->block_table(state_, seq, &blocks, &n); }),
-           "cache block_table");
-  SY_CHECK(n >= 0 && (n == 0 || blocks), "plugin '" << lib_->name() << "': cache block_table returned a bad table");
+  call("cache block_table", [&] { return d_->block_table(state_, seq, &blocks, &n); });
+  SY_CHECK_KIND(n >= 0 && (n == 0 || blocks), ErrorKind::PluginFailure, who() << ": cache block_table returned a bad table");
   return std::vector<int32_t>(blocks, blocks + n);
 }
 std::pair<sy_tensor, sy_tensor> PluginCacheManager::storage(int32_t layer) {
   sy_tensor k{}, v{};
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache storage", [&] { return d_->storage(state_, layer, &k, &v); }), "cache storage");
+  call("cache storage", [&] { return d_->storage(state_, layer, &k, &v); });
   return {k, v};
 }
 sy_cache_stats PluginCacheManager::stats() {
   sy_cache_stats s{};
   s.struct_size = sizeof(s);
-  if (!d_->stats) return s;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "cache stats", [&] { return d_->stats(state_, &s); }), "cache stats");
+  if (d_->stats) call("cache stats", [&] { return d_->stats(state_, &s); });
   return s;
 }
 
 // ---- drafter
 
 PluginDrafter::PluginDrafter(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads)
-    : lib_(e.library), d_(static_cast<const sy_drafter_desc*>(e.desc)), options_(options), threads_(threads) {
-  SY_CHECK(e.kind == ComponentKind::Drafter && lib_, e.label() << " is not a plugin drafter");
-  sy_options o{&options_};
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "drafter create", [&] { return d_->create(lib_->info().plugin_data, &o, &state_); }),
-           "drafter '" + e.name + "' create");
+    : PluginComponent(e, ComponentKind::Drafter, options, threads) {
+  create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), o, state); });
 }
-PluginDrafter::~PluginDrafter() {
-  PluginCall pc(lib_->name(), threads_);
-  try {
-    d_->destroy(state_);
-  } catch (...) {
-  }
-}
-std::vector<int32_t> PluginDrafter::propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k) {
-  std::vector<int32_t> out(static_cast<size_t>(std::max(k, 0)));
+DraftProposal PluginDrafter::propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const sy_draft_sampling& sampling,
+                                     int64_t vocab_size) {
+  DraftProposal p;
+  p.tokens.resize(static_cast<size_t>(std::max(k, 0)));
   int32_t count = 0;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "drafter propose",
-                    [&] { return d_->propose(state_, seq, tokens.data(), static_cast<int32_t>(tokens.size()), k, out.data(), &count); }),
-           "drafter propose");
-  SY_CHECK(count >= 0 && count <= k, "plugin '" << lib_->name() << "': drafter proposed " << count << " tokens, k is " << k);
-  out.resize(static_cast<size_t>(count));
-  return out;
+  const auto n = static_cast<int32_t>(tokens.size());
+  if (SY_HAS_FIELD(d_, sy_drafter_desc, propose_sampled) && d_->propose_sampled && vocab_size > 0) {
+    std::vector<float> probs(static_cast<size_t>(std::max(k, 0)) * static_cast<size_t>(vocab_size));
+    call("drafter propose_sampled", [&] {
+      return d_->propose_sampled(state_, seq, tokens.data(), n, k, &sampling, vocab_size, p.tokens.data(), probs.data(), &count);
+    });
+    SY_CHECK_KIND(count >= 0 && count <= k, ErrorKind::PluginFailure, who() << ": drafter proposed " << count << " tokens, k is " << k);
+    for (int32_t i = 0; i < count; ++i) {
+      const float* row = probs.data() + static_cast<size_t>(i) * static_cast<size_t>(vocab_size);
+      std::vector<double> q(row, row + vocab_size);
+      double sum = 0;
+      bool finite = true;
+      for (double v : q) {
+        finite = finite && std::isfinite(v) && v >= 0;
+        sum += v;
+      }
+      SY_CHECK_KIND(finite && std::abs(sum - 1.0) < 1e-3, ErrorKind::PluginFailure,
+                    who() << ": drafter propose_sampled: the distribution of proposal " << i
+                          << " is not a probability distribution (sum " << sum << (finite ? "" : ", negative or non-finite entries")
+                          << ")");
+      for (double& v : q) v /= sum;
+      p.probs.push_back(std::move(q));
+    }
+  } else {
+    call("drafter propose", [&] { return d_->propose(state_, seq, tokens.data(), n, k, p.tokens.data(), &count); });
+    SY_CHECK_KIND(count >= 0 && count <= k, ErrorKind::PluginFailure, who() << ": drafter proposed " << count << " tokens, k is " << k);
+  }
+  p.tokens.resize(static_cast<size_t>(count));
+  return p;
 }
 void PluginDrafter::accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) {
-  if (!d_->accepted) return;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "drafter accepted", [&] { return d_->accepted(state_, seq, proposed, accepted_count); }),
-           "drafter accepted");
+  if (d_->accepted) call("drafter accepted", [&] { return d_->accepted(state_, seq, proposed, accepted_count); });
 }
 void PluginDrafter::release(uint64_t seq) {
-  if (!d_->release) return;
-  PluginCall pc(lib_->name(), threads_);
-  pc.check(shielded(lib_->name(), "drafter release", [&] { return d_->release(state_, seq); }), "drafter release");
+  if (d_->release) call("drafter release", [&] { return d_->release(state_, seq); });
 }
 
 }  // namespace sy

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "plugin_host/host_api.h"
 #include "plugin_host/options.h"
 #include "plugin_host/plugin_library.h"
 
@@ -48,26 +49,66 @@ class ComponentRegistry {
 // An instance of a pass component with its options.
 std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
 
-// Host-side handles for the other plugin kinds: each owns its plugin state
-// and keeps the library loaded.
-class PluginScheduler {
+// What every plugin component instance shares: the library (kept loaded
+// while the instance lives), its descriptor and options, the state its
+// create returned, and the guarded call into it. destroy runs once, only for
+// a state create returned.
+template <typename Desc>
+class PluginComponent {
  public:
-  PluginScheduler(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
-  ~PluginScheduler();
-  std::vector<sy_sched_decision> plan(const sy_sched_input& input);
+  PluginComponent(const PluginComponent&) = delete;
+  PluginComponent& operator=(const PluginComponent&) = delete;
+
+ protected:
+  PluginComponent(const ComponentEntry& e, ComponentKind kind, const OptionValues& options, ThreadPool* threads)
+      : lib_(e.library), d_(static_cast<const Desc*>(e.desc)), options_(options), threads_(threads), name_(e.name), kind_(kind) {
+    SY_CHECK(e.kind == kind && lib_, e.label() << " is not a plugin " << component_kind_name(kind));
+  }
+  ~PluginComponent() {
+    if (created_) call_plugin_noexcept(lib_->name(), threads_, [&] { d_->destroy(state_); });
+  }
+  // Runs the plugin's create (f receives the options handle and &state_).
+  template <typename F>
+  void create(F&& f) {
+    sy_options o{&options_};
+    call_plugin(lib_->name(), threads_, std::string(component_kind_name(kind_)) + " '" + name_ + "' create",
+                [&] { return f(&o, &state_); });
+    created_ = true;
+  }
+  template <typename F>
+  void call(const char* what, F&& f) {
+    call_plugin(lib_->name(), threads_, what, std::forward<F>(f));
+  }
+  template <typename F>
+  sy_status call_status(const char* what, F&& f) {
+    return call_plugin_status(lib_->name(), threads_, what, std::forward<F>(f));
+  }
+  // "plugin 'name'" for messages about what a call returned.
+  std::string who() const { return "plugin '" + lib_->name() + "'"; }
+  void* plugin_data() const { return lib_->info().plugin_data; }
+
+  std::shared_ptr<PluginLibrary> lib_;
+  const Desc* d_;
+  OptionValues options_;
+  ThreadPool* threads_;
+  std::string name_;
+  void* state_ = nullptr;
 
  private:
-  std::shared_ptr<PluginLibrary> lib_;
-  const sy_scheduler_desc* d_;
-  OptionValues options_;
-  void* state_ = nullptr;
-  ThreadPool* threads_;
+  ComponentKind kind_;
+  bool created_ = false;
 };
 
-class PluginCacheManager {
+// Host-side handles for the other plugin kinds.
+class PluginScheduler : PluginComponent<sy_scheduler_desc> {
+ public:
+  PluginScheduler(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
+  std::vector<sy_sched_decision> plan(const sy_sched_input& input);
+};
+
+class PluginCacheManager : PluginComponent<sy_cache_desc> {
  public:
   PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options, ThreadPool* threads);
-  ~PluginCacheManager();
   // false when the cache is full (SY_OUT_OF_MEMORY); other errors throw.
   bool allocate(uint64_t seq, int32_t num_tokens);
   // What the cache manager said when it last refused an allocation ("" if nothing).
@@ -82,28 +123,24 @@ class PluginCacheManager {
   sy_cache_stats stats();
 
  private:
-  std::shared_ptr<PluginLibrary> lib_;
-  const sy_cache_desc* d_;
-  OptionValues options_;
-  void* state_ = nullptr;
-  ThreadPool* threads_;
   std::string last_refusal_;
 };
 
-class PluginDrafter {
+// A drafter's proposals; probs (when the drafter sampled them) holds, for
+// each proposal, the distribution it was drawn from over the vocabulary.
+struct DraftProposal {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<double>> probs;  // empty: deterministic proposals (point masses)
+};
+
+class PluginDrafter : PluginComponent<sy_drafter_desc> {
  public:
   PluginDrafter(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
-  ~PluginDrafter();
-  std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k);
+  // sampling: the request's (temperature 0 = greedy); vocab_size: the target's.
+  DraftProposal propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const sy_draft_sampling& sampling,
+                        int64_t vocab_size);
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted);
   void release(uint64_t seq);
-
- private:
-  std::shared_ptr<PluginLibrary> lib_;
-  const sy_drafter_desc* d_;
-  OptionValues options_;
-  void* state_ = nullptr;
-  ThreadPool* threads_;
 };
 
 }  // namespace sy

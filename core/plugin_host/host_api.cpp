@@ -582,11 +582,20 @@ PluginCall::~PluginCall() {
   t_threads = prev_threads_;
 }
 
-void PluginCall::check(sy_status status, const std::string& what) const {
+void PluginCall::check(sy_status status, const std::string& what) const { check_plugin_status(plugin_, status, what); }
+
+void check_plugin_status(const std::string& plugin_, sy_status status, const std::string& what) {
   if (status == SY_OK) return;
   std::string msg = take_plugin_error();
-  SY_THROW("plugin '" << plugin_ << "': " << what << " failed (status " << status << ")"
-                      << (msg.empty() ? std::string(" without a message") : ": " + msg));
+  // The plugin's own code where it has one; anything else is the plugin failing.
+  ErrorKind kind = status == SY_INVALID_ARGUMENT ? ErrorKind::InvalidArgument
+                   : status == SY_NOT_FOUND      ? ErrorKind::NotFound
+                   : status == SY_OUT_OF_MEMORY  ? ErrorKind::OutOfMemory
+                   : status == SY_UNSUPPORTED    ? ErrorKind::Unsupported
+                   : status == SY_CANCELLED      ? ErrorKind::Cancelled
+                                                 : ErrorKind::PluginFailure;
+  SY_THROW_KIND(kind, "plugin '" << plugin_ << "': " << what << " failed (status " << status << ")"
+                                 << (msg.empty() ? std::string(" without a message") : ": " + msg));
 }
 
 std::string take_plugin_error() { return std::exchange(t_plugin_error, std::string()); }

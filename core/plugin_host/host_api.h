@@ -70,7 +70,57 @@ class PluginCall {
   ThreadPool* prev_threads_;
 };
 
+// Throws sy::Error "plugin 'name': <what> failed (status N): <message>"
+// when status != SY_OK, of the kind the status names (PluginFailure for
+// SY_ERROR and unknown codes), with the message the plugin set.
+void check_plugin_status(const std::string& plugin, sy_status status, const std::string& what);
+
 // The message a plugin set with host->set_error on this thread.
 std::string take_plugin_error();
+
+// Every call from the host into a plugin goes through one of these two:
+// they set up the PluginCall (plugin name, thread pool, error slot) and turn
+// a C++ exception that escaped the plugin (an ABI violation) into an error
+// of kind PluginFailure naming the plugin and the call.
+//   call_plugin: a status other than SY_OK throws (see PluginCall::check).
+//   call_plugin_status: returns the status for the caller to interpret
+//     (SY_OUT_OF_MEMORY from a cache manager is an answer, not a failure);
+//     the plugin's message stays readable with take_plugin_error().
+template <typename F>
+sy_status call_plugin_status(const std::string& plugin, ThreadPool* threads, const std::string& what, F&& f) {
+  PluginCall call(plugin, threads);
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    SY_THROW_KIND(ErrorKind::PluginFailure,
+                  "plugin '" << plugin << "': " << what << " threw a C++ exception across the ABI: " << e.what());
+  } catch (...) {
+    SY_THROW_KIND(ErrorKind::PluginFailure, "plugin '" << plugin << "': " << what << " threw across the ABI");
+  }
+}
+template <typename F>
+void call_plugin(const std::string& plugin, ThreadPool* threads, const std::string& what, F&& f) {
+  PluginCall call(plugin, threads);
+  sy_status s;
+  try {
+    s = f();
+  } catch (const std::exception& e) {
+    SY_THROW_KIND(ErrorKind::PluginFailure,
+                  "plugin '" << plugin << "': " << what << " threw a C++ exception across the ABI: " << e.what());
+  } catch (...) {
+    SY_THROW_KIND(ErrorKind::PluginFailure, "plugin '" << plugin << "': " << what << " threw across the ABI");
+  }
+  call.check(s, what);
+}
+// For destroy functions, which return nothing and must not throw: an
+// exception that escapes one is swallowed (there is nothing left to tell).
+template <typename F>
+void call_plugin_noexcept(const std::string& plugin, ThreadPool* threads, F&& f) noexcept {
+  try {
+    PluginCall call(plugin, threads);
+    f();
+  } catch (...) {
+  }
+}
 
 }  // namespace sy

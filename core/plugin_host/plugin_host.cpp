@@ -20,12 +20,7 @@ class PluginKernel : public Kernel {
     invoke([&] { return d_->create(lib_->info().plugin_data, &info, &state_); }, "create");
   }
   ~PluginKernel() override {
-    PluginCall call(lib_->name(), threads_);
-    try {
-      d_->destroy(state_);
-    } catch (...) {
-      // destroy must not throw; nothing useful to do if it does.
-    }
+    call_plugin_noexcept(lib_->name(), threads_, [&] { d_->destroy(state_); });
   }
   void compute(KernelContext& ctx) override {
     sy_kernel_context c{&ctx};
@@ -35,16 +30,7 @@ class PluginKernel : public Kernel {
  private:
   template <typename F>
   void invoke(F&& f, const char* stage) {
-    PluginCall call(lib_->name(), threads_);
-    sy_status s;
-    try {
-      s = f();
-    } catch (const std::exception& e) {
-      SY_THROW("plugin '" << lib_->name() << "': " << what_ << " threw a C++ exception across the ABI in " << stage << ": " << e.what());
-    } catch (...) {
-      SY_THROW("plugin '" << lib_->name() << "': " << what_ << " threw across the ABI in " << stage);
-    }
-    call.check(s, what_ + " " + stage);
+    call_plugin(lib_->name(), threads_, what_ + " " + stage, std::forward<F>(f));
   }
 
   std::shared_ptr<PluginLibrary> lib_;

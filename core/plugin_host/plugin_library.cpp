@@ -37,7 +37,7 @@ std::string sha256_file(const std::string& path) {
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, const std::optional<std::string>& sha256) {
   std::shared_ptr<PluginLibrary> p(new PluginLibrary());
   p->path_ = path;
-  SY_CHECK(std::filesystem::exists(path), "plugin " << path << ": no such file");
+  SY_CHECK_KIND(std::filesystem::exists(path), ErrorKind::NotFound, "plugin " << path << ": no such file");
   // Devices (/dev/zero), FIFOs and directories would be read forever or fail
   // obscurely in dlopen: a plugin is a regular file of bounded size.
   std::error_code ec;
@@ -140,8 +140,14 @@ void PluginLibrary::validate() {
   for (int32_t k = 0; k < i->num_caches; ++k) {
     const sy_cache_desc* d = i->caches[k];
     check_desc(d, who + ": cache manager " + std::to_string(k), offsetof(sy_cache_desc, destroy) + sizeof(d->destroy));
-    SY_CHECK(d->create && d->allocate && d->release && d->storage && d->destroy,
-             who << ": cache manager '" << d->name << "' lacks a required function");
+    // Every function the step engine calls unconditionally is required;
+    // match_prefix, commit, truncate, fork and stats are optional (NULL: no
+    // prefix sharing, nothing to record, no speculative rollback, no forks, no stats).
+    const std::pair<bool, const char*> required[] = {{d->create != nullptr, "create"},   {d->allocate != nullptr, "allocate"},
+                                                     {d->release != nullptr, "release"}, {d->block_table != nullptr, "block_table"},
+                                                     {d->storage != nullptr, "storage"}, {d->destroy != nullptr, "destroy"}};
+    for (const auto& [present, fn] : required)
+      SY_CHECK(present, who << ": cache manager '" << d->name << "' lacks the required function " << fn);
   }
   for (int32_t k = 0; k < i->num_drafters; ++k) {
     const sy_drafter_desc* d = i->drafters[k];

@@ -59,8 +59,10 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
     step.device = device;
     try {
       step.kernel = def->create(KernelCreateInfo{g, n, g.opset(n.domain), device == Device::CPU ? nullptr : backend_.get()});
+    } catch (const Error& e) {
+      SY_THROW_KIND(e.kind(), n.display_name() << ": " << e.what());
     } catch (const std::exception& e) {
-      SY_THROW(n.display_name() << ": " << e.what());
+      SY_THROW_KIND(ErrorKind::PluginFailure, n.display_name() << ": " << e.what());
     }
     SY_CHECK(step.kernel, n.display_name() << ": kernel provider '" << def->provider << "' returned no kernel");
     step.outputs = n.outputs;
@@ -79,7 +81,7 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
     os << "no " << device_name(options.device) << (on_device ? " or cpu" : "") << " kernel for " << missing.size()
        << " node(s):";
     for (const auto& m : missing) os << "\n  " << m;
-    throw Error(os.str());
+    throw Error(os.str(), ErrorKind::Unsupported);
   }
 
   std::vector<bool> constant(g.values.size());

@@ -37,7 +37,7 @@ std::optional<std::string> config_token(const hf::Json& config, const char* key)
 
 std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  SY_CHECK(in, path << ": cannot open the tokenizer file");
+  SY_CHECK_KIND(in, ErrorKind::NotFound, path << ": cannot open the tokenizer file");
   std::stringstream ss;
   ss << in.rdbuf();
   auto tok = parse(ss.str(), path);

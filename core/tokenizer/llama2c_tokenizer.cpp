@@ -26,7 +26,7 @@ std::string Llama2cTokenizer::find_beside(const std::string& model_path) {
 
 Llama2cTokenizer Llama2cTokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  SY_CHECK(in, path << ": cannot open the tokenizer file");
+  SY_CHECK_KIND(in, ErrorKind::NotFound, path << ": cannot open the tokenizer file");
   std::stringstream ss;
   ss << in.rdbuf();
   return from_bytes(ss.str(), path);

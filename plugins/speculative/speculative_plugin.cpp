@@ -8,7 +8,7 @@
 //                  fully accepted draft (between 1 and k).
 //
 // (The draft-model drafter runs a second model and lives in the engine,
-// which owns models and their KV caches: see core/engine/draft_model.cpp.)
+// which owns models and their KV caches: see core/engine/drafter.cpp.)
 #include <switchyard/plugin.hpp>
 
 #include <algorithm>
@@ -17,63 +17,47 @@
 
 namespace {
 
-using sy::plugin::guard;
 using sy::plugin::Options;
+using sy::plugin::Tokens;
 
-struct PromptLookup {
-  int32_t ngram_min, ngram_max, k;
-  bool adaptive;
-  std::unordered_map<uint64_t, int32_t> k_of;  // adaptive k per sequence
-};
-
-sy_status create(void*, const sy_options* o, void** state) {
-  return guard([&] {
-    Options opts(o);
-    auto* s = new PromptLookup{static_cast<int32_t>(opts.get_int("ngram_min")), static_cast<int32_t>(opts.get_int("ngram_max")),
-                               static_cast<int32_t>(opts.get_int("k")), opts.get_bool("adaptive"), {}};
-    if (s->ngram_min < 1 || s->ngram_max < s->ngram_min || s->k < 1) {
-      delete s;
+class PromptLookup {
+ public:
+  explicit PromptLookup(const Options& o)
+      : ngram_min_(static_cast<int32_t>(o.get_int("ngram_min"))), ngram_max_(static_cast<int32_t>(o.get_int("ngram_max"))),
+        k_(static_cast<int32_t>(o.get_int("k"))), adaptive_(o.get_bool("adaptive")) {
+    if (ngram_min_ < 1 || ngram_max_ < ngram_min_ || k_ < 1)
       throw sy::plugin::Error("need 1 <= ngram_min <= ngram_max and k >= 1", SY_INVALID_ARGUMENT);
-    }
-    *state = s;
-  });
-}
+  }
 
-sy_status propose(void* state, uint64_t seq, const int32_t* t, int32_t n, int32_t k, int32_t* out, int32_t* count) {
-  return guard([&] {
-    auto* s = static_cast<PromptLookup*>(state);
-    int32_t want = std::min(k, s->adaptive ? (s->k_of.count(seq) ? s->k_of[seq] : s->k) : s->k);
-    *count = 0;
-    for (int32_t g = std::min(s->ngram_max, n - 1); g >= s->ngram_min; --g) {
-      const int32_t* tail = t + n - g;
+  std::vector<int32_t> propose(uint64_t seq, const Tokens& t, int32_t k) {
+    const int32_t n = t.size;
+    int32_t want = std::min(k, adaptive_ && k_of_.count(seq) ? k_of_[seq] : k_);
+    for (int32_t g = std::min(ngram_max_, n - 1); g >= ngram_min_; --g) {
+      const int32_t* tail = t.data + n - g;
       // Latest earlier occurrence whose continuation exists.
       for (int32_t start = n - g - 1; start >= 0; --start) {
-        if (!std::equal(tail, tail + g, t + start)) continue;
+        if (!std::equal(tail, tail + g, t.data + start)) continue;
         int32_t from = start + g;
-        int32_t m = std::min(want, n - from);
-        for (int32_t i = 0; i < m; ++i) out[i] = t[from + i];
-        *count = m;
-        return;
+        return std::vector<int32_t>(t.data + from, t.data + from + std::min(want, n - from));
       }
     }
-  });
-}
+    return {};
+  }
 
-sy_status accepted(void* state, uint64_t seq, int32_t proposed, int32_t accepted_count) {
-  return guard([&] {
-    auto* s = static_cast<PromptLookup*>(state);
-    if (!s->adaptive || proposed == 0) return;
-    int32_t& k = s->k_of.emplace(seq, s->k).first->second;
-    if (accepted_count == proposed) k = std::min(s->k, k + 1);
+  void accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) {
+    if (!adaptive_ || proposed == 0) return;
+    int32_t& k = k_of_.emplace(seq, k_).first->second;
+    if (accepted_count == proposed) k = std::min(k_, k + 1);
     else if (accepted_count == 0) k = std::max(1, k - 1);
-  });
-}
+  }
 
-sy_status release(void* state, uint64_t seq) {
-  return guard([&] { static_cast<PromptLookup*>(state)->k_of.erase(seq); });
-}
+  void release(uint64_t seq) { k_of_.erase(seq); }
 
-void destroy(void* state) { delete static_cast<PromptLookup*>(state); }
+ private:
+  int32_t ngram_min_, ngram_max_, k_;
+  bool adaptive_;
+  std::unordered_map<uint64_t, int32_t> k_of_;  // adaptive k per sequence
+};
 
 }  // namespace
 
@@ -81,19 +65,9 @@ SY_PLUGIN(builder) {
   using sy::plugin::option_bool;
   using sy::plugin::option_int;
   builder.info("switchyard-speculative", "1.0.0", "speculative drafters: prompt lookup");
-  sy_drafter_desc d{};
-  d.struct_size = sizeof(d);
-  d.name = "prompt-lookup";
-  d.version = "1.0.0";
-  d.description = "propose the continuation of the latest n-gram match in the prompt and generated text";
-  d.options = builder.options({option_int("ngram_min", "1", "shortest n-gram to match"), option_int("ngram_max", "3", "longest n-gram to match"),
-                               option_int("k", "4", "tokens proposed per step (the most, with adaptive)"),
-                               option_bool("adaptive", "false", "shrink k after rejections, grow it after full acceptance")},
-                              d.num_options);
-  d.create = create;
-  d.propose = propose;
-  d.accepted = accepted;
-  d.release = release;
-  d.destroy = destroy;
-  builder.drafter(d);
+  builder.drafter<PromptLookup>(
+      "prompt-lookup", "1.0.0", "propose the continuation of the latest n-gram match in the prompt and generated text",
+      {option_int("ngram_min", "1", "shortest n-gram to match"), option_int("ngram_max", "3", "longest n-gram to match"),
+       option_int("k", "4", "tokens proposed per step (the most, with adaptive)"),
+       option_bool("adaptive", "false", "shrink k after rejections, grow it after full acceptance")});
 }

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "step_support.h"
+#include "synth/synth_model.h"
 
 namespace sy {
 namespace {
@@ -196,6 +197,76 @@ TEST(Speculative, SamplingPreservesTheTargetDistribution) {
     EXPECT_GE(df, 3);
     EXPECT_LT(chi, crit);
   }
+}
+
+TEST(Speculative, PluginDrafterThatSamplesKeepsTheDistributionAndReportingItsDraftProbabilitiesRaisesAcceptance) {
+  // A plugin drafter that draws its proposals at random, with its draft
+  // distributions reported (propose_sampled) and without them (taken as
+  // point masses, which is exact too but accepts less). Temperature 1.5,
+  // top-k and top-p are all on (a flat enough target that the acceptance
+  // difference shows), so the verifier's filtered target distribution is
+  // what the outputs must follow.
+  const int N = 2000;
+  std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 403, 407, 261, 378};
+  auto sample = [&](const std::string& drafter, uint64_t seed_base, double* acceptance) {
+    auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+    cfg.plugins.push_back(PluginSpec{SY_SAMPLING_DRAFTER_PLUGIN, std::nullopt, "test"});
+    cfg.max_seqs = 256;
+    cfg.max_batch_tokens = 4096;
+    if (!drafter.empty()) set_drafter(cfg, drafter, {{"k", "3"}, {"mix", "0.6"}});
+    auto s = Session::create(cfg);
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < N; ++i) {
+      reqs.push_back(req(prompt, 6, 1.5f, seed_base + static_cast<uint64_t>(i) * 7919));
+      reqs.back().sampling.top_k = 40;
+      reqs.back().sampling.top_p = 0.95f;
+    }
+    std::vector<std::map<int, int>> hist(2);
+    for (const auto& r : s->generate(reqs)) {
+      ++hist[0][r.tokens[2]];
+      ++hist[1][r.tokens[4]];
+    }
+    auto m = s->step_engine()->metrics();
+    if (!drafter.empty()) {
+      EXPECT_GT(m.spec_draft_tokens, N) << drafter;
+      EXPECT_GT(m.spec_accepted_tokens, 0) << drafter;
+      EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens) << drafter;
+      EXPECT_EQ(m.spec_invalid_drafts, 0) << drafter << ": " << m.spec_last_invalid;
+      *acceptance = m.spec_acceptance_rate();
+      std::printf("[ %s ] temperature 1.5, top-k 40, top-p 0.95: %lld draft tokens, acceptance rate %.3f\n", drafter.c_str(),
+                  static_cast<long long>(m.spec_draft_tokens), *acceptance);
+    }
+    return hist;
+  };
+  double unused = 0, reported = 0, unreported = 0;
+  auto target = sample("", 3000, &unused);
+  for (const auto& [name, rate] : {std::pair<std::string, double*>{"sampled-lookup", &reported},
+                                   std::pair<std::string, double*>{"sampled-lookup-unreported", &unreported}}) {
+    auto spec = sample(name, name == "sampled-lookup" ? 900000 : 1900000, rate);
+    for (int pos = 0; pos < 2; ++pos) {
+      auto [chi, df] = chi_square(target[static_cast<size_t>(pos)], spec[static_cast<size_t>(pos)], N, N);
+      double crit = chi_square_critical_001(df);
+      std::printf("[ %s ] token %d: chi-square %.1f on %d degrees of freedom (0.1%% critical value %.1f)\n", name.c_str(),
+                  pos == 0 ? 3 : 5, chi, df, crit);
+      EXPECT_GE(df, 3);
+      EXPECT_LT(chi, crit) << name << " changes the distribution of generated token " << (pos == 0 ? 3 : 5);
+    }
+  }
+  // min(1, p/q) >= p(d) for every draft: reporting q can only accept more.
+  EXPECT_GT(reported, unreported + 0.02) << "the reported draft distributions should raise acceptance";
+}
+
+TEST(Speculative, DraftModelWithAnotherVocabularyIsRefused) {
+  // Verification reads the draft's distribution at the target's token ids:
+  // a draft vocabulary of another size would be read out of bounds.
+  SynthConfig c = synth_preset("tiny");
+  c.vocab = 300;
+  test::TempDir dir;
+  const std::string path = (dir.path / "draft_vocab300.onnx").string();
+  write_synth_model(c, path, 3);
+  auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+  set_drafter(cfg, "draft-model", {{"model", path}, {"k", "2"}});
+  EXPECT_HAS(test::error_of([&] { Session::create(cfg); }), "the draft model's vocabulary has 300 tokens, the target's 512");
 }
 
 TEST(Speculative, RollbackLeavesThePrefixCacheAsIfRejectedTokensNeverExisted) {

@@ -84,7 +84,56 @@ TEST(PluginAbi, SchedulerCacheAndDrafterCallThroughTheHost) {
 
   const auto& de = h.components.get(ComponentKind::Drafter, "test-repeat", "t");
   PluginDrafter drafter(de, OptionValues::validate(de.options, {}, de.label()), &h.threads);
-  EXPECT_EQ(drafter.propose(1, {5, 6, 7}, 3), (std::vector<int32_t>{7, 7, 7}));
+  sy_draft_sampling greedy{sizeof(sy_draft_sampling), 0.f, 0, 1.f, 0};
+  DraftProposal p = drafter.propose(1, {5, 6, 7}, 3, greedy, 512);
+  EXPECT_EQ(p.tokens, (std::vector<int32_t>{7, 7, 7}));
+  EXPECT_TRUE(p.probs.empty()) << "a drafter without propose_sampled proposes point masses";
+}
+
+TEST(PluginAbi, CacheManagerWithoutAFunctionTheEngineCallsIsRefusedAtLoad) {
+  // The step engine asks every cache manager for block tables; a descriptor
+  // without block_table would crash the first step, so loading refuses it.
+  Host h;
+  std::string msg = error_of([&] { h.host.load(SY_TEST_PLUGIN_INCOMPLETE_CACHE); });
+  EXPECT_HAS(msg, "cache manager 'test-no-tables' lacks the required function block_table");
+  EXPECT_HAS(msg, SY_TEST_PLUGIN_INCOMPLETE_CACHE);
+  EXPECT_TRUE(h.components.list(ComponentKind::Cache).empty());
+}
+
+TEST(PluginAbi, ErrorsCarryTheirKind) {
+  // C callers get distinct codes from the kinds: a missing file is not a
+  // plugin failure, and a plugin's own status is kept.
+  Host h;
+  try {
+    h.host.load("/nonexistent/libplugin.so");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound) << e.what();
+  }
+  h.host.load(SY_TEST_PLUGIN_GOOD);
+  try {
+    h.components.get(ComponentKind::Cache, "no-such-cache", "t");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound) << e.what();
+  }
+  const auto& ce = h.components.get(ComponentKind::Cache, "test-counter", "t");
+  sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 1, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 16, 0};
+  PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"8", "t"}}}, ce.label()), &h.threads);
+  try {
+    cache.release(42);  // the plugin answers SY_NOT_FOUND with a message
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound) << e.what();
+    EXPECT_HAS(std::string(e.what()), "unknown sequence");
+  }
+  try {
+    Session::create(config_with({SY_TEST_PLUGIN_THROWING}, {"test-throw"}));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::PluginFailure) << e.what();
+    EXPECT_HAS(std::string(e.what()), "threw a C++ exception across the ABI");
+  }
 }
 
 TEST(PluginAbi, WrongMajorVersionIsRefusedNamingBothVersions) {

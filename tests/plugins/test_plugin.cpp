@@ -4,12 +4,14 @@
 //   DUPLICATE     another plugin registering pass "test-noop"
 //   FAILING_PASS  a pass that returns an error with a message
 //   THROWING      a pass and a kernel whose raw C callbacks throw C++ exceptions
+//   INCOMPLETE_CACHE  a cache manager without block_table (which the engine calls)
 #include <switchyard/plugin.hpp>
 
 #define GOOD 1
 #define DUPLICATE 2
 #define FAILING_PASS 3
 #define THROWING 4
+#define INCOMPLETE_CACHE 5
 
 #include <cmath>
 #include <map>
@@ -103,6 +105,12 @@ sy_status counter_storage(void*, int32_t, sy_tensor* k, sy_tensor* v) {
   *v = sy_tensor{};
   return SY_OK;
 }
+// No paged storage: every sequence has an empty block table.
+sy_status counter_block_table(void*, uint64_t, const int32_t** blocks, int32_t* count) {
+  *blocks = nullptr;
+  *count = 0;
+  return SY_OK;
+}
 sy_status counter_stats(void* state, sy_cache_stats* s) {
   auto* c = static_cast<Counter*>(state);
   s->total_blocks = static_cast<int32_t>(c->capacity);
@@ -166,6 +174,7 @@ SY_PLUGIN(builder) {
   c.allocate = counter_allocate;
   c.release = counter_release;
   c.storage = counter_storage;
+  c.block_table = counter_block_table;
   c.stats = counter_stats;
   c.destroy = counter_destroy;
   builder.cache(c);
@@ -177,6 +186,21 @@ SY_PLUGIN(builder) {
   d.propose = repeat_propose;
   d.destroy = repeat_destroy;
   builder.drafter(d);
+#elif TEST_PLUGIN_VARIANT == INCOMPLETE_CACHE
+  builder.info("test-incomplete", "1.0.0", "a cache manager without block_table");
+  sy_cache_desc c{};
+  c.struct_size = sizeof(c);
+  c.name = "test-no-tables";
+  c.version = "1.0.0";
+  c.create = [](void*, const sy_cache_config*, const sy_options*, void** state) -> sy_status {
+    *state = nullptr;
+    return SY_OK;
+  };
+  c.allocate = [](void*, uint64_t, int32_t) -> sy_status { return SY_OK; };
+  c.release = [](void*, uint64_t) -> sy_status { return SY_OK; };
+  c.storage = [](void*, int32_t, sy_tensor*, sy_tensor*) -> sy_status { return SY_OK; };
+  c.destroy = [](void*) {};
+  builder.cache(c);
 #elif TEST_PLUGIN_VARIANT == DUPLICATE
   builder.info("test-duplicate", "1.0.0", "registers a pass name another plugin has");
   builder.pass<NoopPass>("test-noop", "1.0.0", "counts nodes", {option_bool("verbose", "false", "")});

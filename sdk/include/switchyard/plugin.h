@@ -450,6 +450,16 @@ typedef struct sy_cache_desc {
   void (*destroy)(void* state);
 } sy_cache_desc;
 
+/* 1.2: how the request being drafted for samples (for drafters that draw
+ * their proposals at random). */
+typedef struct sy_draft_sampling {
+  uint32_t struct_size;
+  float temperature; /* 0: greedy (verification keeps the target's argmax) */
+  int32_t top_k;     /* 0: off */
+  float top_p;       /* 1: off */
+  uint64_t seed;     /* the request's seed */
+} sy_draft_sampling;
+
 /* Speculative drafter: proposes up to k next tokens for a sequence. */
 typedef struct sy_drafter_desc {
   uint32_t struct_size;
@@ -466,6 +476,23 @@ typedef struct sy_drafter_desc {
   sy_status (*accepted)(void* state, uint64_t seq, int32_t proposed, int32_t accepted);
   sy_status (*release)(void* state, uint64_t seq);
   void (*destroy)(void* state);
+  /* ---- 1.2, optional (the host checks SY_HAS_FIELD(desc, sy_drafter_desc, propose_sampled)):
+   * Like propose, for a drafter that draws its proposals at random. It also
+   * writes the distribution proposal i was drawn from to
+   * probs[i * vocab_size .. (i + 1) * vocab_size) for i < *count (each row
+   * non-negative, summing to 1). Verification then accepts proposal i with
+   * probability min(1, p/q) and otherwise resamples from the residual, so
+   * sampled outputs keep the target model's distribution exactly. When
+   * present it is called instead of propose. Without it, proposals are taken
+   * as certain (point masses): still exact (accepting d with probability
+   * p(d) and resampling the rest keeps the distribution for any d drawn
+   * independently of the verifier), but a drafter that samples then gets
+   * fewer drafts accepted: sum min(p, q) >= sum q * p.
+   * vocab_size is the target model's; probs is host memory of
+   * k * vocab_size floats, valid during the call. */
+  sy_status (*propose_sampled)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t k,
+                               const sy_draft_sampling* sampling, int64_t vocab_size, int32_t* out, float* probs,
+                               int32_t* count);
 } sy_drafter_desc;
 
 /* ------------------------------------------------------- the entry point */

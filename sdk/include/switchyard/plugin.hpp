@@ -18,7 +18,9 @@
 #ifndef SWITCHYARD_PLUGIN_HPP_
 #define SWITCHYARD_PLUGIN_HPP_
 
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -98,6 +100,15 @@ struct TensorView {
     return n;
   }
   template <typename T> T* data() const { return static_cast<T*>(raw.data); }
+};
+
+// A read-only view of token ids (a sequence's prompt and generated tokens).
+struct Tokens {
+  const int32_t* data;
+  int32_t size;
+  const int32_t* begin() const { return data; }
+  const int32_t* end() const { return data + size; }
+  int32_t operator[](int32_t i) const { return data[i]; }
 };
 
 // ------------------------------------------------------------------ half precision
@@ -475,6 +486,52 @@ struct PassTrampolines {
     });
   }
 };
+// Optional members of a drafter class, detected at compile time.
+template <typename D, typename = void>
+struct has_accepted : std::false_type {};
+template <typename D>
+struct has_accepted<D, std::void_t<decltype(std::declval<D&>().accepted(uint64_t{}, int32_t{}, int32_t{}))>> : std::true_type {};
+template <typename D, typename = void>
+struct has_release : std::false_type {};
+template <typename D>
+struct has_release<D, std::void_t<decltype(std::declval<D&>().release(uint64_t{}))>> : std::true_type {};
+template <typename D, typename = void>
+struct has_propose_sampled : std::false_type {};
+template <typename D>
+struct has_propose_sampled<D, std::void_t<decltype(std::declval<D&>().propose_sampled(
+                                  uint64_t{}, std::declval<const Tokens&>(), int32_t{}, std::declval<const sy_draft_sampling&>(),
+                                  int64_t{}, static_cast<float*>(nullptr)))>> : std::true_type {};
+
+template <typename D>
+struct DrafterTrampolines {
+  static sy_status create(void*, const sy_options* o, void** state) {
+    return guard([&] { *state = new D(Options(o)); });
+  }
+  static sy_status propose(void* state, uint64_t seq, const int32_t* tokens, int32_t n, int32_t k, int32_t* out, int32_t* count) {
+    return guard([&] { *count = copy_out(static_cast<D*>(state)->propose(seq, Tokens{tokens, n}, k), k, out); });
+  }
+  static sy_status propose_sampled(void* state, uint64_t seq, const int32_t* tokens, int32_t n, int32_t k,
+                                   const sy_draft_sampling* sampling, int64_t vocab_size, int32_t* out, float* probs,
+                                   int32_t* count) {
+    return guard([&] {
+      *count = copy_out(static_cast<D*>(state)->propose_sampled(seq, Tokens{tokens, n}, k, *sampling, vocab_size, probs), k, out);
+    });
+  }
+  static sy_status accepted(void* state, uint64_t seq, int32_t proposed, int32_t accepted_count) {
+    return guard([&] { static_cast<D*>(state)->accepted(seq, proposed, accepted_count); });
+  }
+  static sy_status release(void* state, uint64_t seq) {
+    return guard([&] { static_cast<D*>(state)->release(seq); });
+  }
+  static void destroy(void* state) { delete static_cast<D*>(state); }
+
+ private:
+  static int32_t copy_out(const std::vector<int32_t>& proposal, int32_t k, int32_t* out) {
+    if (static_cast<int64_t>(proposal.size()) > k) throw Error("drafter proposed more than k tokens");
+    std::copy(proposal.begin(), proposal.end(), out);
+    return static_cast<int32_t>(proposal.size());
+  }
+};
 }  // namespace detail
 
 // Builds the sy_plugin_info and owns every string and descriptor it points
@@ -516,6 +573,36 @@ class PluginBuilder {
     d.create = &detail::KernelTrampolines<K>::create;
     d.compute = &detail::KernelTrampolines<K>::compute;
     d.destroy = &detail::KernelTrampolines<K>::destroy;
+  }
+
+  // A drafter class D:
+  //   explicit D(const Options&);
+  //   std::vector<int32_t> propose(uint64_t seq, const Tokens& tokens, int32_t k);       // at most k
+  // and optionally
+  //   void accepted(uint64_t seq, int32_t proposed, int32_t accepted);
+  //   void release(uint64_t seq);                                                        // sequence finished
+  //   std::vector<int32_t> propose_sampled(uint64_t seq, const Tokens& tokens, int32_t k,
+  //       const sy_draft_sampling& sampling, int64_t vocab_size, float* probs);
+  // A drafter that draws its proposals at random defines propose_sampled and
+  // writes the distribution proposal i came from to probs[i * vocab_size ...]:
+  // verification then accepts more of its drafts (see plugin.h).
+  template <typename D>
+  void drafter(const std::string& name, const std::string& version, const std::string& description,
+               const std::vector<OptionSpec>& options = {}) {
+    using T = detail::DrafterTrampolines<D>;
+    sy_drafter_desc d{};
+    d.struct_size = sizeof(sy_drafter_desc);
+    d.name = keep(name);
+    d.version = keep(version);
+    d.description = keep(description);
+    set_options(options, d.options, d.num_options);
+    d.create = &T::create;
+    d.propose = &T::propose;
+    if constexpr (detail::has_accepted<D>::value) d.accepted = &T::accepted;
+    if constexpr (detail::has_release<D>::value) d.release = &T::release;
+    if constexpr (detail::has_propose_sampled<D>::value) d.propose_sampled = &T::propose_sampled;
+    d.destroy = &T::destroy;
+    drafters_.push_back(d);
   }
 
   // Raw C descriptors (for the kinds without C++ wrappers yet, or for full

@@ -1,0 +1,449 @@
+/*
+ * Switchyard plugin ABI.
+ *
+ * The one contract between the Switchyard host and plugin libraries. C only
+ * (C99), no dependency on any other header of the project; plugins include
+ * this (or plugin.hpp) and nothing of the core.
+ *
+ * Rules that keep old plugins loading in new hosts (and say why):
+ *  - One exported entry point, switchyard_plugin_init(). The host passes its
+ *    function table; the plugin returns a description of everything it
+ *    provides. No static initialisers register anything.
+ *  - Versions: SY_PLUGIN_ABI_MAJOR must match exactly (the host refuses other
+ *    majors with a message naming both versions). Minor versions only ever
+ *    APPEND fields at the end of structs; every struct that can grow starts
+ *    with `struct_size`, and readers use SY_HAS_FIELD before touching a field.
+ *    A plugin built against a newer minor loads in an older host (which reads
+ *    the fields it knows); a plugin must check host->struct_size (or use
+ *    SY_HAS_FIELD on the host table) before calling functions newer than the
+ *    host's minor.
+ *  - Only C types cross: integers, floats, C strings, plain structs, opaque
+ *    handles and integer ids. No C++ exception may leave a plugin function;
+ *    plugin.hpp's helpers catch them and turn them into status codes.
+ *  - Errors: functions return sy_status (SY_OK = 0). Before returning an
+ *    error a plugin calls host->set_error(message); host functions that fail
+ *    leave a message readable with host->last_error(). Messages are copied by
+ *    the receiver; no allocation changes owner across the boundary.
+ *  - Memory: the host owns tensors. Plugins allocate through host->alloc /
+ *    host->device_alloc, and never free what the host allocated otherwise.
+ *  - Strings returned by the host stay valid until the next call that
+ *    modifies the same object (graph, options) or the end of the callback.
+ *
+ * Changelog (append only):
+ *   1.0  initial ABI: passes, kernels, schedulers, cache managers, drafters.
+ */
+#ifndef SWITCHYARD_PLUGIN_H_
+#define SWITCHYARD_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SY_PLUGIN_ABI_MAJOR 1
+#define SY_PLUGIN_ABI_MINOR 0
+
+#if defined(_WIN32)
+#define SY_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define SY_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* True when a struct that starts with `struct_size` (as read from the other
+ * side) contains `field`. */
+#define SY_HAS_FIELD(ptr, type, field) \
+  ((ptr) != NULL && (size_t)(ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* ---------------------------------------------------------------- status */
+
+typedef int32_t sy_status;
+enum {
+  SY_OK = 0,
+  SY_ERROR = 1,            /* anything else */
+  SY_INVALID_ARGUMENT = 2, /* bad input, bad option, bad graph */
+  SY_NOT_FOUND = 3,
+  SY_OUT_OF_MEMORY = 4,    /* allocation failed; for cache managers: full */
+  SY_UNSUPPORTED = 5,      /* valid request this component does not handle */
+  SY_CANCELLED = 6
+};
+
+/* ----------------------------------------------------------- basic types */
+
+/* Element types use ONNX TensorProto.DataType codes. */
+enum {
+  SY_DTYPE_UNDEFINED = 0,
+  SY_DTYPE_FLOAT32 = 1,
+  SY_DTYPE_UINT8 = 2,
+  SY_DTYPE_INT8 = 3,
+  SY_DTYPE_UINT16 = 4,
+  SY_DTYPE_INT16 = 5,
+  SY_DTYPE_INT32 = 6,
+  SY_DTYPE_INT64 = 7,
+  SY_DTYPE_BOOL = 9,
+  SY_DTYPE_FLOAT16 = 10,
+  SY_DTYPE_FLOAT64 = 11,
+  SY_DTYPE_UINT32 = 12,
+  SY_DTYPE_UINT64 = 13,
+  SY_DTYPE_BFLOAT16 = 16
+};
+
+enum { SY_DEVICE_CPU = 0, SY_DEVICE_CUDA = 1 };
+
+enum { SY_LOG_DEBUG = 0, SY_LOG_INFO = 1, SY_LOG_WARNING = 2, SY_LOG_ERROR = 3 };
+
+#define SY_MAX_RANK 8
+
+/* A view of a tensor. The host owns `data`; `dims` points at `rank` values.
+ * Row-major, contiguous. */
+typedef struct sy_tensor {
+  int32_t dtype;
+  int32_t rank;
+  const int64_t* dims;
+  void* data;
+  int32_t device; /* SY_DEVICE_* */
+  int32_t reserved;
+} sy_tensor;
+
+/* Opaque handles. Node and value ids are plain integers, valid for the
+ * duration of one pass run (the host renumbers between passes). */
+typedef struct sy_graph sy_graph;
+typedef struct sy_options sy_options;
+typedef struct sy_kernel_context sy_kernel_context;
+typedef int32_t sy_node_id;
+typedef int32_t sy_value_id;
+#define SY_NO_VALUE ((sy_value_id)-1)
+
+/* ----------------------------------------------------------- options */
+
+enum { SY_OPTION_BOOL = 0, SY_OPTION_INT = 1, SY_OPTION_FLOAT = 2, SY_OPTION_STRING = 3 };
+
+/* One named, typed option of a component. The manifest's values are checked
+ * against these before the component is created: unknown names and wrong
+ * types are errors naming the manifest line. */
+typedef struct sy_option_desc {
+  uint32_t struct_size;
+  const char* name;
+  int32_t type;              /* SY_OPTION_* */
+  const char* default_value; /* as text: "true", "16", "0.5", "name"; NULL = required */
+  const char* help;
+} sy_option_desc;
+
+/* ------------------------------------------------- per-step batch layout */
+
+/* What one forward pass computes, filled by the engine for every step and
+ * readable by kernels (fused attention) and shared with the cache manager.
+ * Tokens of all sequences are flattened: sequence i owns tokens
+ * [query_start[i], query_start[i+1]) and has context_len[i] tokens of KV in
+ * total (cached + new). Baseline (padded) mode sets num_seqs = 0. */
+typedef struct sy_step_context {
+  uint32_t struct_size;
+  int32_t num_seqs;
+  int32_t num_tokens;
+  const int32_t* query_start;   /* [num_seqs + 1] */
+  const int32_t* context_len;   /* [num_seqs] */
+  const int64_t* positions;     /* [num_tokens] */
+  const uint64_t* seq_ids;      /* [num_seqs] */
+  /* Paged KV: block table of sequence i is block_tables[i * max_blocks_per_seq ...]. */
+  const int32_t* block_tables;
+  int32_t max_blocks_per_seq;
+  int32_t block_size;
+  /* KV storage per layer, owned by the cache manager: [num_blocks, kv_heads, block_size, head_dim]. */
+  int32_t num_layers;
+  const sy_tensor* key_cache;   /* [num_layers] */
+  const sy_tensor* value_cache; /* [num_layers] */
+} sy_step_context;
+
+/* ----------------------------------------------------------- host API */
+
+typedef void (*sy_parallel_fn)(void* user, int64_t begin, int64_t end);
+
+typedef struct sy_host_api {
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+
+  /* Errors and logging. set_error records the message of the error the
+   * current callback is about to return (per thread). */
+  void (*set_error)(const char* message);
+  const char* (*last_error)(void);
+  void (*log)(int32_t level, const char* message);
+
+  /* Memory: host allocations, aligned; device memory by device id. */
+  void* (*alloc)(size_t bytes, size_t alignment);
+  void (*free)(void* ptr);
+  sy_status (*device_alloc)(int32_t device, size_t bytes, void** out);
+  sy_status (*device_free)(int32_t device, void* ptr);
+  /* The stream kernels on `device` must use (a cudaStream_t for CUDA; NULL on CPU). */
+  void* (*device_stream)(int32_t device);
+
+  /* The host thread pool: calls fn(user, begin, end) over [0, n) in chunks of
+   * at least `grain`, on up to num_threads() threads, and returns when all
+   * are done. fn must not throw and must not call parallel_for itself. */
+  sy_status (*parallel_for)(int64_t n, int64_t grain, sy_parallel_fn fn, void* user);
+  int32_t (*num_threads)(void);
+
+  /* Options passed to a component (validated against its sy_option_desc). */
+  sy_status (*option_bool)(const sy_options* opts, const char* name, int32_t* out);
+  sy_status (*option_int)(const sy_options* opts, const char* name, int64_t* out);
+  sy_status (*option_float)(const sy_options* opts, const char* name, double* out);
+  sy_status (*option_string)(const sy_options* opts, const char* name, const char** out);
+
+  /* Graph reading. */
+  int32_t (*graph_node_count)(const sy_graph* g); /* node ids are 0..count-1; removed nodes report op "" */
+  const char* (*node_op_type)(const sy_graph* g, sy_node_id n);
+  const char* (*node_domain)(const sy_graph* g, sy_node_id n);
+  const char* (*node_name)(const sy_graph* g, sy_node_id n);
+  int32_t (*node_input_count)(const sy_graph* g, sy_node_id n);
+  sy_value_id (*node_input)(const sy_graph* g, sy_node_id n, int32_t i);
+  int32_t (*node_output_count)(const sy_graph* g, sy_node_id n);
+  sy_value_id (*node_output)(const sy_graph* g, sy_node_id n, int32_t i);
+  sy_status (*node_attr_int)(const sy_graph* g, sy_node_id n, const char* name, int64_t* out);
+  sy_status (*node_attr_float)(const sy_graph* g, sy_node_id n, const char* name, float* out);
+  sy_status (*node_attr_string)(const sy_graph* g, sy_node_id n, const char* name, const char** out);
+  /* Copies up to `capacity` values into out and sets *count to the length. */
+  sy_status (*node_attr_ints)(const sy_graph* g, sy_node_id n, const char* name, int64_t* out, int32_t capacity,
+                              int32_t* count);
+  int64_t (*graph_opset)(const sy_graph* g, const char* domain);
+
+  const char* (*value_name)(const sy_graph* g, sy_value_id v);
+  int32_t (*value_dtype)(const sy_graph* g, sy_value_id v);
+  /* Rank, or -1 when unknown. dims[i] = -1 for a symbolic dimension. */
+  int32_t (*value_shape)(const sy_graph* g, sy_value_id v, int64_t* dims, int32_t capacity);
+  /* Constant data (initializer or folded), or SY_NOT_FOUND. The view is read-only. */
+  sy_status (*value_constant)(const sy_graph* g, sy_value_id v, sy_tensor* out);
+  sy_node_id (*value_producer)(const sy_graph* g, sy_value_id v); /* -1 for inputs and constants */
+  /* Number of node inputs reading v (graph outputs count too). */
+  int32_t (*value_use_count)(const sy_graph* g, sy_value_id v);
+  int32_t (*value_is_graph_output)(const sy_graph* g, sy_value_id v);
+
+  /* Graph rewriting. New node outputs are new values (written to outputs[]). */
+  sy_status (*graph_add_node)(sy_graph* g, const char* domain, const char* op_type, const char* name,
+                              const sy_value_id* inputs, int32_t num_inputs, sy_value_id* outputs,
+                              int32_t num_outputs, sy_node_id* out_node);
+  sy_status (*node_set_attr_int)(sy_graph* g, sy_node_id n, const char* name, int64_t value);
+  sy_status (*node_set_attr_float)(sy_graph* g, sy_node_id n, const char* name, float value);
+  sy_status (*node_set_attr_string)(sy_graph* g, sy_node_id n, const char* name, const char* value);
+  sy_status (*node_set_attr_ints)(sy_graph* g, sy_node_id n, const char* name, const int64_t* values,
+                                  int32_t count);
+  /* Copies the data into a new constant value. */
+  sy_status (*graph_add_constant)(sy_graph* g, const char* name_hint, const sy_tensor* data, sy_value_id* out);
+  /* Declares the type and shape of a value (e.g. a new node's output). dims
+   * may be NULL with rank -1 for unknown. */
+  sy_status (*value_set_type)(sy_graph* g, sy_value_id v, int32_t dtype, const int64_t* dims, int32_t rank);
+  sy_status (*graph_replace_all_uses)(sy_graph* g, sy_value_id from, sy_value_id to);
+  sy_status (*graph_remove_node)(sy_graph* g, sy_node_id n);
+
+  /* Kernel execution (valid inside sy_kernel_desc.compute). */
+  int32_t (*kernel_input_count)(const sy_kernel_context* ctx);
+  /* SY_NOT_FOUND for an omitted optional input. */
+  sy_status (*kernel_input)(const sy_kernel_context* ctx, int32_t i, sy_tensor* out);
+  int32_t (*kernel_output_count)(const sy_kernel_context* ctx);
+  sy_status (*kernel_allocate_output)(sy_kernel_context* ctx, int32_t i, int32_t dtype, const int64_t* dims,
+                                      int32_t rank, sy_tensor* out);
+  const sy_step_context* (*kernel_step_context)(const sy_kernel_context* ctx);
+
+  /* The graph's interface: runtime inputs and named outputs. */
+  int32_t (*graph_input_count)(const sy_graph* g);
+  sy_value_id (*graph_input)(const sy_graph* g, int32_t i);
+  int32_t (*graph_output_count)(const sy_graph* g);
+  const char* (*graph_output_name)(const sy_graph* g, int32_t i);
+  sy_value_id (*graph_output_value)(const sy_graph* g, int32_t i);
+  /* Drops the named graph output (e.g. present.N.* once a cache manager owns
+   * the KV); SY_NOT_FOUND if there is none. Inputs nothing reads any more
+   * need not be fed by the engine. */
+  sy_status (*graph_remove_output)(sy_graph* g, const char* name);
+} sy_host_api;
+
+/* ------------------------------------------------------- component kinds */
+
+/* Graph pass: rewrites the graph through the host's graph functions. */
+typedef struct sy_pass_desc {
+  uint32_t struct_size;
+  const char* name;
+  const char* version;
+  const char* description;
+  const sy_option_desc* const* options;
+  int32_t num_options;
+  /* Sets *changed to 1 when it modified the graph. */
+  sy_status (*run)(void* plugin_data, sy_graph* graph, const sy_options* options, int32_t* changed);
+} sy_pass_desc;
+
+/* Kernel creation input: the node it is instantiated for (read through the
+ * host's graph functions, read-only) and the opset it was exported under. */
+typedef struct sy_kernel_create_info {
+  uint32_t struct_size;
+  const sy_graph* graph;
+  sy_node_id node;
+  int64_t opset;
+  int32_t device;
+} sy_kernel_create_info;
+
+typedef struct sy_kernel_desc {
+  uint32_t struct_size;
+  const char* name;    /* unique within the plugin, e.g. "silu_f32" */
+  const char* version;
+  const char* domain;  /* "" = ONNX default domain */
+  const char* op_type;
+  int32_t device;      /* SY_DEVICE_* */
+  const int32_t* dtypes; /* accepted dtypes of input `type_input`; NULL/0 = any */
+  int32_t num_dtypes;
+  int32_t type_input;
+  int32_t priority;      /* higher wins over lower; built-in kernels use 0 */
+  /* Per-node state; *state may stay NULL. */
+  sy_status (*create)(void* plugin_data, const sy_kernel_create_info* info, void** state);
+  sy_status (*compute)(void* state, sy_kernel_context* ctx);
+  void (*destroy)(void* state);
+} sy_kernel_desc;
+
+/* Scheduler: each step, which sequences run and how many tokens each. */
+enum { SY_SEQ_WAITING = 0, SY_SEQ_RUNNING = 1, SY_SEQ_PREEMPTED = 2 };
+typedef struct sy_sched_seq {
+  uint64_t id;
+  int32_t state;         /* SY_SEQ_* */
+  int32_t prompt_len;
+  int32_t computed_len;  /* tokens whose KV is in the cache */
+  int32_t generated;
+  int32_t max_tokens;
+  int32_t priority;      /* lower runs first among equals */
+  int32_t blocks_needed; /* KV blocks the next token would add */
+  int32_t reserved;
+  double arrival_time;   /* seconds, engine clock */
+} sy_sched_seq;
+
+typedef struct sy_sched_input {
+  uint32_t struct_size;
+  const sy_sched_seq* waiting;
+  int32_t num_waiting;
+  const sy_sched_seq* running;
+  int32_t num_running;
+  int32_t free_blocks;
+  int32_t block_size;
+  int32_t token_budget;  /* max tokens in one step */
+  int32_t max_seqs;      /* max sequences in one step */
+  double now;
+} sy_sched_input;
+
+enum { SY_SCHED_RUN = 0, SY_SCHED_PREEMPT = 1 };
+typedef struct sy_sched_decision {
+  uint64_t seq_id;
+  int32_t action;     /* SY_SCHED_* */
+  int32_t num_tokens; /* tokens of this sequence in the step (prefill chunk or 1) */
+} sy_sched_decision;
+
+typedef struct sy_scheduler_desc {
+  uint32_t struct_size;
+  const char* name;
+  const char* version;
+  const char* description;
+  const sy_option_desc* const* options;
+  int32_t num_options;
+  sy_status (*create)(void* plugin_data, const sy_options* options, void** state);
+  /* Writes at most `capacity` decisions. */
+  sy_status (*plan)(void* state, const sy_sched_input* input, sy_sched_decision* out, int32_t capacity,
+                    int32_t* count);
+  void (*destroy)(void* state);
+} sy_scheduler_desc;
+
+/* KV-cache manager. */
+typedef struct sy_cache_config {
+  uint32_t struct_size;
+  int32_t num_layers;
+  int32_t kv_heads;
+  int32_t head_dim;
+  int32_t dtype;
+  int32_t device;
+  int32_t block_size;
+  int64_t budget_bytes;
+} sy_cache_config;
+
+typedef struct sy_cache_stats {
+  uint32_t struct_size;
+  int32_t total_blocks;
+  int32_t free_blocks;
+  int64_t prefix_queries; /* tokens looked up */
+  int64_t prefix_hits;    /* tokens found */
+} sy_cache_stats;
+
+typedef struct sy_cache_desc {
+  uint32_t struct_size;
+  const char* name;
+  const char* version;
+  const char* description;
+  const sy_option_desc* const* options;
+  int32_t num_options;
+  sy_status (*create)(void* plugin_data, const sy_cache_config* config, const sy_options* options, void** state);
+  /* Reserve room for `num_tokens` more tokens of `seq`; SY_OUT_OF_MEMORY when full (nothing changed). */
+  sy_status (*allocate)(void* state, uint64_t seq, int32_t num_tokens);
+  /* Reuse cached blocks for the longest cached prefix of tokens; sets *cached. */
+  sy_status (*match_prefix)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t* cached);
+  /* Record that tokens [0, n) of seq are computed (so full blocks can be shared). */
+  sy_status (*commit)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens);
+  /* Drop the tail of seq so it holds `length` tokens (speculative rollback). */
+  sy_status (*truncate)(void* state, uint64_t seq, int32_t length);
+  sy_status (*fork)(void* state, uint64_t parent, uint64_t child);
+  sy_status (*release)(void* state, uint64_t seq);
+  sy_status (*block_table)(void* state, uint64_t seq, const int32_t** blocks, int32_t* count);
+  sy_status (*storage)(void* state, int32_t layer, sy_tensor* key, sy_tensor* value);
+  sy_status (*stats)(void* state, sy_cache_stats* out);
+  void (*destroy)(void* state);
+} sy_cache_desc;
+
+/* Speculative drafter: proposes up to k next tokens for a sequence. */
+typedef struct sy_drafter_desc {
+  uint32_t struct_size;
+  const char* name;
+  const char* version;
+  const char* description;
+  const sy_option_desc* const* options;
+  int32_t num_options;
+  sy_status (*create)(void* plugin_data, const sy_options* options, void** state);
+  /* tokens: the sequence so far (prompt + generated). Writes <= k tokens to out. */
+  sy_status (*propose)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t k,
+                       int32_t* out, int32_t* count);
+  /* Feedback after verification: how many of the proposed tokens were accepted. */
+  sy_status (*accepted)(void* state, uint64_t seq, int32_t proposed, int32_t accepted);
+  sy_status (*release)(void* state, uint64_t seq);
+  void (*destroy)(void* state);
+} sy_drafter_desc;
+
+/* ------------------------------------------------------- the entry point */
+
+typedef struct sy_plugin_info {
+  uint32_t struct_size;
+  uint16_t abi_major; /* SY_PLUGIN_ABI_MAJOR the plugin was built with */
+  uint16_t abi_minor;
+  const char* name;
+  const char* version;
+  const char* description;
+  void* plugin_data; /* passed back to every create/run */
+  const sy_pass_desc* const* passes;
+  int32_t num_passes;
+  const sy_kernel_desc* const* kernels;
+  int32_t num_kernels;
+  const sy_scheduler_desc* const* schedulers;
+  int32_t num_schedulers;
+  const sy_cache_desc* const* caches;
+  int32_t num_caches;
+  const sy_drafter_desc* const* drafters;
+  int32_t num_drafters;
+  /* Called once before the library is closed. May be NULL. */
+  void (*shutdown)(void* plugin_data);
+} sy_plugin_info;
+
+#define SY_PLUGIN_ENTRY_SYMBOL "switchyard_plugin_init"
+
+/* Every plugin library exports this. Returns NULL on failure after calling
+ * host->set_error. The returned description must stay valid until the
+ * library is unloaded. The same library may be opened more than once while
+ * it stays mapped (two sessions in one process): init then runs again and
+ * must return a description that is still valid for the earlier callers
+ * (return the same one). shutdown runs once per successful init. */
+typedef const sy_plugin_info* (*sy_plugin_init_fn)(const sy_host_api* host);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SWITCHYARD_PLUGIN_H_ */
