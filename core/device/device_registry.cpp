@@ -30,7 +30,6 @@ struct Registry {
   std::mutex mu;
   DeviceProvider cuda = builtin_cuda_provider();
   std::map<int, std::shared_ptr<DeviceBackend>> open_cuda;
-  std::shared_ptr<DeviceBackend> active_cuda;
 };
 
 Registry& registry() {
@@ -108,22 +107,13 @@ std::shared_ptr<DeviceBackend> open_device(const DeviceSpec& resolved) {
     SY_CHECK(b, "device '" << resolved.str() << "' could not be opened");
     it = r.open_cuda.emplace(resolved.index, std::move(b)).first;
   }
-  r.active_cuda = it->second;
   return it->second;
-}
-
-std::shared_ptr<DeviceBackend> active_device(Device kind) {
-  if (kind != Device::CUDA) return nullptr;
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return r.active_cuda;
 }
 
 void close_devices() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.open_cuda.clear();
-  r.active_cuda.reset();
 }
 
 }  // namespace sy

@@ -42,11 +42,10 @@ struct DeviceProvider {
 DeviceProvider set_cuda_provider(DeviceProvider provider);
 DeviceProbe probe_cuda();
 
-// Null for the CPU. The same backend for the same device every time.
+// Null for the CPU. The same backend for the same device every time. Plugins
+// reach a session's backend through the HostContext of each call, never
+// through process-global state.
 std::shared_ptr<DeviceBackend> open_device(const DeviceSpec& resolved);
-// The backend plugins reach through host->device_alloc / device_stream: the
-// most recently opened device of that kind, or null.
-std::shared_ptr<DeviceBackend> active_device(Device kind);
 void close_devices();
 
 }  // namespace sy

@@ -38,7 +38,8 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
   s->threads_ = std::make_unique<ThreadPool>(config.threads);
   s->kernels_ = KernelRegistry::with_builtins();
   s->components_ = ComponentRegistry::with_builtins();
-  s->plugins_ = std::make_unique<PluginHost>(s->kernels_, s->components_, s->threads_.get());
+  s->host_ = std::make_unique<HostContext>(HostContext{s->threads_.get(), nullptr});
+  s->plugins_ = std::make_unique<PluginHost>(s->kernels_, s->components_, s->host_.get());
   for (const PluginSpec& p : config.plugins) {
     try {
       s->plugins_->load(p.path, p.sha256);
@@ -55,7 +56,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
   std::vector<std::unique_ptr<GraphPass>> passes;
   std::vector<GraphPass*> pass_ptrs;
   for (const auto& p : s->passes_) {
-    passes.push_back(instantiate_pass(*p.entry, p.options, s->threads_.get()));
+    passes.push_back(instantiate_pass(*p.entry, p.options, s->host_.get()));
     pass_ptrs.push_back(passes.back().get());
   }
   // The step engine samples from one row per sequence (or its drafts'):
@@ -73,6 +74,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     const bool wants_cuda = spec.automatic || spec.kind == Device::CUDA;
     const DeviceSpec resolved = resolve_device(spec, wants_cuda ? probe_cuda() : DeviceProbe{});
     s->device_ = open_device(resolved);
+    s->host_->device = s->device_;
     register_device_kernels(s->kernels_, resolved.kind);
     mo.executor.device = resolved.kind;
     mo.executor.backend = s->device_;
@@ -96,10 +98,15 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     cc.dtype = SY_DTYPE_FLOAT32;
     // The KV cache lives where the attention kernels run.
     cc.device = SY_DEVICE_CPU;
+    cc.device_index = 0;
     for (const NodePlacement& p : m.executor().placements())
-      if (p.op == "switchyard::PagedAttention" && p.device == Device::CUDA) cc.device = SY_DEVICE_CUDA;
-    cc.block_size = 16;
-    s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->threads_.get());
+      if (p.op == "switchyard::PagedAttention" && p.device == Device::CUDA) {
+        cc.device = SY_DEVICE_CUDA;
+        cc.device_index = s->device_ ? s->device_->index() : 0;
+      }
+    // block_size and budget_bytes are reserved (0): each cache manager takes
+    // them as its own options, where the manifest checks them.
+    s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->host_.get());
     {
       // The KV storage the cache manager took, against limits.max_kv_mb.
       sy_tensor k = s->cache_manager_->storage(0).first;
@@ -111,7 +118,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
                                          << " MiB (limits.max_kv_mb)");
     }
     if (s->scheduler_)
-      s->scheduler_instance_ = std::make_unique<PluginScheduler>(*s->scheduler_->entry, s->scheduler_->options, s->threads_.get());
+      s->scheduler_instance_ = std::make_unique<PluginScheduler>(*s->scheduler_->entry, s->scheduler_->options, s->host_.get());
     s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_, s->scheduler_instance_.get(),
                                                    StepEngineOptions{config.max_batch_tokens, config.max_seqs, config.limits.max_prompt_tokens, config.limits.max_queue});
     if (s->drafter_) {
@@ -127,7 +134,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
         s->drafter_instance_ = make_draft_model_drafter(draft.lexically_normal().string(), s->kernels_, s->threads_.get(),
                                                          static_cast<int32_t>(int_option("k", 4)), m.vocab_size());
       } else {
-        s->drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, s->threads_.get()), m.vocab_size());
+        s->drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, s->host_.get()), m.vocab_size());
       }
       s->step_engine_->set_drafter(s->drafter_instance_.get(), static_cast<int32_t>(int_option("k", 4)));
     }

@@ -57,6 +57,7 @@ class Session {
   EngineConfig config_;
   std::unique_ptr<ThreadPool> threads_;
   std::shared_ptr<DeviceBackend> device_;
+  std::unique_ptr<HostContext> host_;  // what plugin calls run with: threads_ and device_
   KernelRegistry kernels_;
   ComponentRegistry components_;
   std::unique_ptr<PluginHost> plugins_;

@@ -91,16 +91,16 @@ namespace {
 // A plugin pass as a GraphPass.
 class PluginPass : public GraphPass {
  public:
-  PluginPass(const ComponentEntry& e, OptionValues options, ThreadPool* threads)
+  PluginPass(const ComponentEntry& e, OptionValues options, const HostContext* host)
       : lib_(e.library), d_(static_cast<const sy_pass_desc*>(e.desc)), name_(e.name), options_(std::move(options)),
-        threads_(threads) {}
+        host_(host) {}
   std::string name() const override { return name_; }
   bool probed() const override { return true; }
   bool run(Graph& g, PassContext& ctx) override {
     sy_graph handle{&g, ctx.env};
     sy_options opts{&options_};
     int32_t changed = 0;
-    call_plugin(lib_->name(), threads_, "pass '" + name_ + "'",
+    call_plugin(lib_->name(), host_, "pass '" + name_ + "'",
                 [&] { return d_->run(lib_->info().plugin_data, &handle, &opts, &changed); });
     return changed != 0;
   }
@@ -110,21 +110,21 @@ class PluginPass : public GraphPass {
   const sy_pass_desc* d_;
   std::string name_;
   OptionValues options_;
-  ThreadPool* threads_;
+  const HostContext* host_;
 };
 
 }  // namespace
 
-std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads) {
+std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const OptionValues& options, const HostContext* host) {
   SY_CHECK(e.kind == ComponentKind::Pass, e.label() << " is not a pass");
   if (e.builtin_pass) return e.builtin_pass(options);
-  return std::make_unique<PluginPass>(e, options, threads);
+  return std::make_unique<PluginPass>(e, options, host);
 }
 
 // ---- scheduler
 
-PluginScheduler::PluginScheduler(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads)
-    : PluginComponent(e, ComponentKind::Scheduler, options, threads) {
+PluginScheduler::PluginScheduler(const ComponentEntry& e, const OptionValues& options, const HostContext* host)
+    : PluginComponent(e, ComponentKind::Scheduler, options, host) {
   create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), o, state); });
 }
 std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& input) {
@@ -140,8 +140,8 @@ std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& input
 // ---- cache manager
 
 PluginCacheManager::PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options,
-                                       ThreadPool* threads)
-    : PluginComponent(e, ComponentKind::Cache, options, threads) {
+                                       const HostContext* host)
+    : PluginComponent(e, ComponentKind::Cache, options, host) {
   create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), &config, o, state); });
 }
 bool PluginCacheManager::allocate(uint64_t seq, int32_t n) {
@@ -196,8 +196,8 @@ sy_cache_stats PluginCacheManager::stats() {
 
 // ---- drafter
 
-PluginDrafter::PluginDrafter(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads)
-    : PluginComponent(e, ComponentKind::Drafter, options, threads) {
+PluginDrafter::PluginDrafter(const ComponentEntry& e, const OptionValues& options, const HostContext* host)
+    : PluginComponent(e, ComponentKind::Drafter, options, host) {
   create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), o, state); });
 }
 DraftProposal PluginDrafter::propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const sy_draft_sampling& sampling,

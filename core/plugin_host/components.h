@@ -47,7 +47,7 @@ class ComponentRegistry {
 };
 
 // An instance of a pass component with its options.
-std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
+std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const OptionValues& options, const HostContext* host);
 
 // What every plugin component instance shares: the library (kept loaded
 // while the instance lives), its descriptor and options, the state its
@@ -60,28 +60,28 @@ class PluginComponent {
   PluginComponent& operator=(const PluginComponent&) = delete;
 
  protected:
-  PluginComponent(const ComponentEntry& e, ComponentKind kind, const OptionValues& options, ThreadPool* threads)
-      : lib_(e.library), d_(static_cast<const Desc*>(e.desc)), options_(options), threads_(threads), name_(e.name), kind_(kind) {
+  PluginComponent(const ComponentEntry& e, ComponentKind kind, const OptionValues& options, const HostContext* host)
+      : lib_(e.library), d_(static_cast<const Desc*>(e.desc)), options_(options), host_(host), name_(e.name), kind_(kind) {
     SY_CHECK(e.kind == kind && lib_, e.label() << " is not a plugin " << component_kind_name(kind));
   }
   ~PluginComponent() {
-    if (created_) call_plugin_noexcept(lib_->name(), threads_, [&] { d_->destroy(state_); });
+    if (created_) call_plugin_noexcept(lib_->name(), host_, [&] { d_->destroy(state_); });
   }
   // Runs the plugin's create (f receives the options handle and &state_).
   template <typename F>
   void create(F&& f) {
     sy_options o{&options_};
-    call_plugin(lib_->name(), threads_, std::string(component_kind_name(kind_)) + " '" + name_ + "' create",
+    call_plugin(lib_->name(), host_, std::string(component_kind_name(kind_)) + " '" + name_ + "' create",
                 [&] { return f(&o, &state_); });
     created_ = true;
   }
   template <typename F>
   void call(const char* what, F&& f) {
-    call_plugin(lib_->name(), threads_, what, std::forward<F>(f));
+    call_plugin(lib_->name(), host_, what, std::forward<F>(f));
   }
   template <typename F>
   sy_status call_status(const char* what, F&& f) {
-    return call_plugin_status(lib_->name(), threads_, what, std::forward<F>(f));
+    return call_plugin_status(lib_->name(), host_, what, std::forward<F>(f));
   }
   // "plugin 'name'" for messages about what a call returned.
   std::string who() const { return "plugin '" + lib_->name() + "'"; }
@@ -90,7 +90,7 @@ class PluginComponent {
   std::shared_ptr<PluginLibrary> lib_;
   const Desc* d_;
   OptionValues options_;
-  ThreadPool* threads_;
+  const HostContext* host_;
   std::string name_;
   void* state_ = nullptr;
 
@@ -102,13 +102,13 @@ class PluginComponent {
 // Host-side handles for the other plugin kinds.
 class PluginScheduler : PluginComponent<sy_scheduler_desc> {
  public:
-  PluginScheduler(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
+  PluginScheduler(const ComponentEntry& e, const OptionValues& options, const HostContext* host);
   std::vector<sy_sched_decision> plan(const sy_sched_input& input);
 };
 
 class PluginCacheManager : PluginComponent<sy_cache_desc> {
  public:
-  PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options, ThreadPool* threads);
+  PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options, const HostContext* host);
   // false when the cache is full (SY_OUT_OF_MEMORY); other errors throw.
   bool allocate(uint64_t seq, int32_t num_tokens);
   // What the cache manager said when it last refused an allocation ("" if nothing).
@@ -135,7 +135,7 @@ struct DraftProposal {
 
 class PluginDrafter : PluginComponent<sy_drafter_desc> {
  public:
-  PluginDrafter(const ComponentEntry& e, const OptionValues& options, ThreadPool* threads);
+  PluginDrafter(const ComponentEntry& e, const OptionValues& options, const HostContext* host);
   // sampling: the request's (temperature 0 = greedy); vocab_size: the target's.
   DraftProposal propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const sy_draft_sampling& sampling,
                         int64_t vocab_size);

@@ -15,7 +15,7 @@ namespace {
 thread_local std::string t_plugin_error;    // set by plugins (set_error)
 thread_local std::string t_host_error;      // set by host functions that fail
 thread_local const std::string* t_plugin = nullptr;
-thread_local ThreadPool* t_threads = nullptr;
+thread_local const HostContext* t_host = nullptr;  // the calling session's (PluginCall)
 
 // Every host function body runs inside this: exceptions become a status and
 // a message readable through last_error().
@@ -83,14 +83,20 @@ void* h_alloc(size_t bytes, size_t alignment) {
   return std::aligned_alloc(alignment, n ? n : alignment);
 }
 void h_free(void* p) { std::free(p); }
+// The calling session's device for a plugin's device request: only the
+// device kind the session runs on exists for it.
+std::shared_ptr<DeviceBackend> session_device(int32_t device) {
+  if (device != SY_DEVICE_CUDA || !t_host || !t_host->device || t_host->device->kind() != Device::CUDA) return nullptr;
+  return t_host->device;
+}
 sy_status h_device_alloc(int32_t device, size_t bytes, void** out) {
   if (device == SY_DEVICE_CPU) {
     *out = h_alloc(bytes, 64);
     return *out ? SY_OK : SY_OUT_OF_MEMORY;
   }
-  std::shared_ptr<DeviceBackend> dev = device == SY_DEVICE_CUDA ? active_device(Device::CUDA) : nullptr;
+  std::shared_ptr<DeviceBackend> dev = session_device(device);
   if (!dev) {
-    t_host_error = "device_alloc: no CUDA device is open in this session (device: cpu, or no GPU)";
+    t_host_error = "device_alloc: this session runs on no CUDA device (device: cpu, or no GPU)";
     return SY_UNSUPPORTED;
   }
   // Device memory for plugins comes from the same caching allocator as the
@@ -102,28 +108,28 @@ sy_status h_device_free(int32_t device, void* p) {
     std::free(p);
     return SY_OK;
   }
-  std::shared_ptr<DeviceBackend> dev = device == SY_DEVICE_CUDA ? active_device(Device::CUDA) : nullptr;
+  std::shared_ptr<DeviceBackend> dev = session_device(device);
   if (!dev) {
-    t_host_error = "device_free: no CUDA device is open in this session";
+    t_host_error = "device_free: this session runs on no CUDA device";
     return SY_UNSUPPORTED;
   }
   return host_call([&] { dev->allocator().deallocate(p); });
 }
 void* h_device_stream(int32_t device) {
-  std::shared_ptr<DeviceBackend> dev = device == SY_DEVICE_CUDA ? active_device(Device::CUDA) : nullptr;
+  std::shared_ptr<DeviceBackend> dev = session_device(device);
   return dev ? dev->stream() : nullptr;
 }
 sy_status h_parallel_for(int64_t n, int64_t grain, sy_parallel_fn fn, void* user) {
   return host_call([&] {
     SY_CHECK(fn, "parallel_for: no function");
-    if (!t_threads) {
+    if (!t_host || !t_host->threads) {
       fn(user, 0, n);
       return;
     }
-    t_threads->parallel_for(n, grain, [&](int64_t b, int64_t e) { fn(user, b, e); });
+    t_host->threads->parallel_for(n, grain, [&](int64_t b, int64_t e) { fn(user, b, e); });
   });
 }
-int32_t h_num_threads() { return t_threads ? t_threads->size() : 1; }
+int32_t h_num_threads() { return t_host && t_host->threads ? t_host->threads->size() : 1; }
 
 // ---- options
 
@@ -570,16 +576,16 @@ const sy_host_api* host_api() {
   return &table;
 }
 
-PluginCall::PluginCall(const std::string& plugin, ThreadPool* threads)
-    : plugin_(plugin), prev_plugin_(t_plugin), prev_threads_(t_threads) {
+PluginCall::PluginCall(const std::string& plugin, const HostContext* host)
+    : plugin_(plugin), prev_plugin_(t_plugin), prev_host_(t_host) {
   t_plugin = &plugin_;
-  if (threads) t_threads = threads;
+  if (host) t_host = host;
   t_plugin_error.clear();
 }
 
 PluginCall::~PluginCall() {
   t_plugin = prev_plugin_;
-  t_threads = prev_threads_;
+  t_host = prev_host_;
 }
 
 void PluginCall::check(sy_status status, const std::string& what) const { check_plugin_status(plugin_, status, what); }

@@ -3,6 +3,7 @@
 // bookkeeping every call into a plugin goes through.
 #pragma once
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -49,15 +50,27 @@ struct sy_kernel_context {
 };
 
 namespace sy {
+class DeviceBackend;
+
+// What every call from the host into a plugin runs with: the calling
+// session's thread pool (parallel_for) and device (device_alloc, device_free,
+// device_stream). Each call carries its session's context for its duration
+// (PluginCall), so two sessions on two devices in one process each reach
+// their own device, whichever was opened last. Owned by the session.
+struct HostContext {
+  ThreadPool* threads = nullptr;
+  std::shared_ptr<DeviceBackend> device;  // null: CPU only
+};
 
 const sy_host_api* host_api();
 
 // Context of one call from the host into a plugin: names the plugin for
-// log lines and error messages, provides the thread pool for parallel_for,
-// and clears the per-thread error message the plugin may set.
+// log lines and error messages, provides the session's HostContext to the
+// host functions the plugin calls back, and clears the per-thread error
+// message the plugin may set. A null context keeps the enclosing call's.
 class PluginCall {
  public:
-  PluginCall(const std::string& plugin, ThreadPool* threads);
+  PluginCall(const std::string& plugin, const HostContext* host);
   ~PluginCall();
   PluginCall(const PluginCall&) = delete;
   PluginCall& operator=(const PluginCall&) = delete;
@@ -67,7 +80,7 @@ class PluginCall {
  private:
   std::string plugin_;
   const std::string* prev_plugin_;
-  ThreadPool* prev_threads_;
+  const HostContext* prev_host_;
 };
 
 // Throws sy::Error "plugin 'name': <what> failed (status N): <message>"
@@ -87,8 +100,8 @@ std::string take_plugin_error();
 //     (SY_OUT_OF_MEMORY from a cache manager is an answer, not a failure);
 //     the plugin's message stays readable with take_plugin_error().
 template <typename F>
-sy_status call_plugin_status(const std::string& plugin, ThreadPool* threads, const std::string& what, F&& f) {
-  PluginCall call(plugin, threads);
+sy_status call_plugin_status(const std::string& plugin, const HostContext* host, const std::string& what, F&& f) {
+  PluginCall call(plugin, host);
   try {
     return f();
   } catch (const std::exception& e) {
@@ -99,8 +112,8 @@ sy_status call_plugin_status(const std::string& plugin, ThreadPool* threads, con
   }
 }
 template <typename F>
-void call_plugin(const std::string& plugin, ThreadPool* threads, const std::string& what, F&& f) {
-  PluginCall call(plugin, threads);
+void call_plugin(const std::string& plugin, const HostContext* host, const std::string& what, F&& f) {
+  PluginCall call(plugin, host);
   sy_status s;
   try {
     s = f();
@@ -115,9 +128,9 @@ void call_plugin(const std::string& plugin, ThreadPool* threads, const std::stri
 // For destroy functions, which return nothing and must not throw: an
 // exception that escapes one is swallowed (there is nothing left to tell).
 template <typename F>
-void call_plugin_noexcept(const std::string& plugin, ThreadPool* threads, F&& f) noexcept {
+void call_plugin_noexcept(const std::string& plugin, const HostContext* host, F&& f) noexcept {
   try {
-    PluginCall call(plugin, threads);
+    PluginCall call(plugin, host);
     f();
   } catch (...) {
   }

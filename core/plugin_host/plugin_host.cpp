@@ -1,5 +1,6 @@
 #include "plugin_host/plugin_host.h"
 
+#include "device/device_backend.h"
 #include "plugin_host/host_api.h"
 
 namespace sy {
@@ -8,8 +9,8 @@ namespace {
 // A plugin kernel instance for one node, behind the core's Kernel interface.
 class PluginKernel : public Kernel {
  public:
-  PluginKernel(std::shared_ptr<PluginLibrary> lib, const sy_kernel_desc* d, const KernelCreateInfo& ci, ThreadPool* threads)
-      : lib_(std::move(lib)), d_(d), threads_(threads), what_("kernel '" + std::string(d->name) + "' for " + ci.node.display_name()) {
+  PluginKernel(std::shared_ptr<PluginLibrary> lib, const sy_kernel_desc* d, const KernelCreateInfo& ci, const HostContext* host)
+      : lib_(std::move(lib)), d_(d), host_(host), what_("kernel '" + std::string(d->name) + "' for " + ci.node.display_name()) {
     sy_graph g{const_cast<Graph*>(&ci.graph)};
     sy_kernel_create_info info{};
     info.struct_size = sizeof(info);
@@ -17,10 +18,11 @@ class PluginKernel : public Kernel {
     info.node = static_cast<sy_node_id>(&ci.node - ci.graph.nodes.data());
     info.opset = ci.opset;
     info.device = d->device;
+    info.device_index = host_ && host_->device && d->device == SY_DEVICE_CUDA ? host_->device->index() : 0;
     invoke([&] { return d_->create(lib_->info().plugin_data, &info, &state_); }, "create");
   }
   ~PluginKernel() override {
-    call_plugin_noexcept(lib_->name(), threads_, [&] { d_->destroy(state_); });
+    call_plugin_noexcept(lib_->name(), host_, [&] { d_->destroy(state_); });
   }
   void compute(KernelContext& ctx) override {
     sy_kernel_context c{&ctx};
@@ -30,12 +32,12 @@ class PluginKernel : public Kernel {
  private:
   template <typename F>
   void invoke(F&& f, const char* stage) {
-    call_plugin(lib_->name(), threads_, what_ + " " + stage, std::forward<F>(f));
+    call_plugin(lib_->name(), host_, what_ + " " + stage, std::forward<F>(f));
   }
 
   std::shared_ptr<PluginLibrary> lib_;
   const sy_kernel_desc* d_;
-  ThreadPool* threads_;
+  const HostContext* host_;
   std::string what_;
   void* state_ = nullptr;
 };
@@ -75,7 +77,7 @@ const PluginLibrary& PluginHost::load(const std::string& path, const std::option
     components_.remove_provider(lib->name());
     throw;
   }
-  ThreadPool* threads = threads_;
+  const HostContext* host = host_;
   for (int32_t i = 0; i < info.num_kernels; ++i) {
     const sy_kernel_desc* d = info.kernels[i];
     KernelDef def;
@@ -86,8 +88,8 @@ const PluginLibrary& PluginHost::load(const std::string& path, const std::option
     def.type_input = d->type_input;
     def.priority = d->priority;
     def.provider = lib->name();
-    def.create = [lib, d, threads](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
-      return std::make_unique<PluginKernel>(lib, d, ci, threads);
+    def.create = [lib, d, host](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
+      return std::make_unique<PluginKernel>(lib, d, ci, host);
     };
     kernels_.add(std::move(def));
   }

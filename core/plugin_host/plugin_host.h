@@ -15,8 +15,8 @@ namespace sy {
 
 class PluginHost {
  public:
-  PluginHost(KernelRegistry& kernels, ComponentRegistry& components, ThreadPool* threads)
-      : kernels_(kernels), components_(components), threads_(threads) {}
+  PluginHost(KernelRegistry& kernels, ComponentRegistry& components, const HostContext* host)
+      : kernels_(kernels), components_(components), host_(host) {}
   ~PluginHost() { unload_all(); }
   PluginHost(const PluginHost&) = delete;
   PluginHost& operator=(const PluginHost&) = delete;
@@ -30,7 +30,7 @@ class PluginHost {
  private:
   KernelRegistry& kernels_;
   ComponentRegistry& components_;
-  ThreadPool* threads_;
+  const HostContext* host_;
   std::vector<std::shared_ptr<PluginLibrary>> libraries_;
 };
 

@@ -52,9 +52,9 @@ class HostBackedMemory : public MemoryResource {
 
 class FakeCudaBackend : public DeviceBackend {
  public:
-  explicit FakeCudaBackend(size_t capacity = size_t{1} << 30)
-      : DeviceBackend(Device::CUDA, 0, std::make_unique<HostBackedMemory>(capacity)) {}
-  std::string description() const override { return "cuda:0 fake (host memory)"; }
+  explicit FakeCudaBackend(size_t capacity = size_t{1} << 30, int index = 0)
+      : DeviceBackend(Device::CUDA, index, std::make_unique<HostBackedMemory>(capacity)) {}
+  std::string description() const override { return "cuda:" + std::to_string(index()) + " fake (host memory)"; }
   void* stream() override { return &stream_token_; }
   void synchronize() override {}
   HostBackedMemory& memory() { return static_cast<HostBackedMemory&>(allocator().memory()); }
@@ -67,14 +67,14 @@ class FakeCudaBackend : public DeviceBackend {
   int stream_token_ = 0;
 };
 
-// Installs a provider reporting one fake CUDA device for the scope.
+// Installs a provider reporting `count` fake CUDA devices for the scope.
 class ScopedFakeCuda {
  public:
-  explicit ScopedFakeCuda(size_t capacity = size_t{1} << 30) {
+  explicit ScopedFakeCuda(size_t capacity = size_t{1} << 30, int count = 1) {
     close_devices();
     DeviceProvider p;
-    p.probe = [] { return DeviceProbe{1, ""}; };
-    p.open = [capacity](int) -> std::shared_ptr<DeviceBackend> { return std::make_shared<FakeCudaBackend>(capacity); };
+    p.probe = [count] { return DeviceProbe{count, ""}; };
+    p.open = [capacity](int index) -> std::shared_ptr<DeviceBackend> { return std::make_shared<FakeCudaBackend>(capacity, index); };
     old_ = set_cuda_provider(std::move(p));
   }
   ~ScopedFakeCuda() {

@@ -11,6 +11,7 @@
 #include "device/caching_allocator.h"
 #include "device/device_registry.h"
 #include "fake_device.h"
+#include "plugin_host/host_api.h"
 #include "runtime/transfer_plan.h"
 #include "test_support.h"
 
@@ -148,13 +149,56 @@ TEST(DeviceRegistry, OneBackendPerDeviceAndTheProbeSaysWhyThereIsNone) {
     auto a = open_device(DeviceSpec{Device::CUDA, 0, false});
     auto b = open_device(DeviceSpec{Device::CUDA, 0, false});
     EXPECT_EQ(a, b);
-    EXPECT_EQ(active_device(Device::CUDA), a);
     EXPECT_EQ(open_device(DeviceSpec{}), nullptr);  // the CPU has no backend
   }
-  EXPECT_EQ(active_device(Device::CUDA), nullptr);
   DeviceProbe real = probe_cuda();
   if (real.count == 0) {
     EXPECT_FALSE(real.why_none.empty());
+  }
+}
+
+TEST(DeviceRegistry, PluginDeviceCallsReachTheCallingSessionsDeviceNotTheLastOpened) {
+  // Two sessions in one process on cuda:0 and cuda:1: each plugin call runs
+  // with its session's HostContext, so device memory lands on that device.
+  test::ScopedFakeCuda fake(size_t{1} << 30, 2);
+  auto dev0 = open_device(DeviceSpec{Device::CUDA, 0, false});
+  auto dev1 = open_device(DeviceSpec{Device::CUDA, 1, false});  // opened last
+  ASSERT_EQ(dev0->index(), 0);
+  ASSERT_EQ(dev1->index(), 1);
+  HostContext a{nullptr, dev0}, b{nullptr, dev1}, cpu{nullptr, nullptr};
+  const sy_host_api* host = host_api();
+  void* pa = nullptr;
+  void* pb = nullptr;
+  {
+    PluginCall call("plugin-a", &a);
+    ASSERT_EQ(host->device_alloc(SY_DEVICE_CUDA, 4096, &pa), SY_OK);
+    EXPECT_EQ(host->device_stream(SY_DEVICE_CUDA), dev0->stream());
+  }
+  {
+    PluginCall call("plugin-b", &b);
+    ASSERT_EQ(host->device_alloc(SY_DEVICE_CUDA, 8192, &pb), SY_OK);
+    EXPECT_EQ(host->device_stream(SY_DEVICE_CUDA), dev1->stream());
+  }
+  EXPECT_EQ(dev0->allocator().stats().allocations, 1u);
+  EXPECT_EQ(dev1->allocator().stats().allocations, 1u);
+  EXPECT_EQ(dev0->allocator().stats().bytes_in_use, CachingAllocator::round_size(4096));
+  EXPECT_EQ(dev1->allocator().stats().bytes_in_use, CachingAllocator::round_size(8192));
+  {
+    PluginCall call("plugin-a", &a);
+    EXPECT_EQ(host->device_free(SY_DEVICE_CUDA, pa), SY_OK);
+  }
+  {
+    PluginCall call("plugin-b", &b);
+    EXPECT_EQ(host->device_free(SY_DEVICE_CUDA, pb), SY_OK);
+  }
+  EXPECT_EQ(dev0->allocator().stats().bytes_in_use, 0u);
+  EXPECT_EQ(dev1->allocator().stats().bytes_in_use, 0u);
+  {
+    // A CPU session has no CUDA device to hand out, whatever is open.
+    PluginCall call("plugin-c", &cpu);
+    void* p = nullptr;
+    EXPECT_EQ(host->device_alloc(SY_DEVICE_CUDA, 64, &p), SY_UNSUPPORTED);
+    EXPECT_NE(std::string(host->last_error()).find("no CUDA device"), std::string::npos) << host->last_error();
   }
 }
 

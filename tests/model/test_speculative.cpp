@@ -256,6 +256,23 @@ TEST(Speculative, PluginDrafterThatSamplesKeepsTheDistributionAndReportingItsDra
   EXPECT_GT(reported, unreported + 0.02) << "the reported draft distributions should raise acceptance";
 }
 
+TEST(Speculative, DrafterBuiltAgainstTheAbi10HeaderLoadsAndKeepsGreedyOutputs) {
+  // Its descriptor ends before propose_sampled (1.2): the host must see
+  // that from struct_size and call propose.
+  auto plain = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}));
+  auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+  cfg.plugins.push_back(PluginSpec{SY_ABI_1_0_DRAFTER_PLUGIN, std::nullopt, "test"});
+  set_drafter(cfg, "bigram-1.0", {{"k", "3"}});
+  auto spec = Session::create(cfg);
+  auto batch = batch8();
+  auto expected = plain->generate(batch);
+  auto got = spec->generate(batch);
+  for (size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
+  auto m = spec->step_engine()->metrics();
+  EXPECT_GT(m.spec_draft_tokens, 0);
+  EXPECT_GT(m.spec_accepted_tokens, 0);
+}
+
 TEST(Speculative, DraftModelWithAnotherVocabularyIsRefused) {
   // Verification reads the draft's distribution at the target's token ids:
   // a draft vocabulary of another size would be read out of bounds.

@@ -9,17 +9,18 @@ namespace {
 
 struct Cache {
   ThreadPool threads{1};
+  HostContext ctx{&threads, nullptr};
   KernelRegistry kernels = KernelRegistry::with_builtins();
   ComponentRegistry components = ComponentRegistry::with_builtins();
-  PluginHost host{kernels, components, &threads};
+  PluginHost host{kernels, components, &ctx};
   std::unique_ptr<PluginCacheManager> cache;
   Cache(const std::string& name, int blocks, int block_size = 4) {
     host.load(SY_CACHE_PLUGIN);
     const auto& e = components.get(ComponentKind::Cache, name, "t");
-    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0};
+    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0, 0};
     auto opts = OptionValues::validate(
         e.options, {{"block_size", {std::to_string(block_size), "t"}}, {"num_blocks", {std::to_string(blocks), "t"}}}, e.label());
-    cache = std::make_unique<PluginCacheManager>(e, cfg, opts, &threads);
+    cache = std::make_unique<PluginCacheManager>(e, cfg, opts, &ctx);
   }
   // Writes a recognisable value into every slot of seq's blocks.
   float* key_block(int32_t block) {

@@ -16,9 +16,10 @@ namespace {
 
 struct Host {
   ThreadPool threads{1};
+  HostContext ctx{&threads, nullptr};
   KernelRegistry kernels = KernelRegistry::with_builtins();
   ComponentRegistry components = ComponentRegistry::with_builtins();
-  PluginHost host{kernels, components, &threads};
+  PluginHost host{kernels, components, &ctx};
 };
 
 using test::error_of;
@@ -54,7 +55,7 @@ TEST(PluginAbi, SchedulerCacheAndDrafterCallThroughTheHost) {
   Host h;
   h.host.load(SY_TEST_PLUGIN_GOOD);
   const auto& se = h.components.get(ComponentKind::Scheduler, "test-fcfs", "t");
-  PluginScheduler sched(se, OptionValues::validate(se.options, {{"max_prefill", {"4", "t"}}}, se.label()), &h.threads);
+  PluginScheduler sched(se, OptionValues::validate(se.options, {{"max_prefill", {"4", "t"}}}, se.label()), &h.ctx);
   sy_sched_seq running[1] = {{7, SY_SEQ_RUNNING, 3, 5, 2, 10, 0, 0, 0, 0.0}};
   sy_sched_seq waiting[2] = {{8, SY_SEQ_WAITING, 9, 0, 0, 10, 0, 1, 0, 0.1}, {9, SY_SEQ_WAITING, 2, 0, 0, 10, 0, 1, 0, 0.2}};
   sy_sched_input in{sizeof(sy_sched_input), waiting, 2, running, 1, 100, 16, 6, 8, 1.0};
@@ -66,9 +67,9 @@ TEST(PluginAbi, SchedulerCacheAndDrafterCallThroughTheHost) {
   EXPECT_EQ(plan[1].num_tokens, 4);
 
   const auto& ce = h.components.get(ComponentKind::Cache, "test-counter", "t");
-  sy_cache_config cfg{sizeof(sy_cache_config), 5, 4, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 16, 0};
+  sy_cache_config cfg{sizeof(sy_cache_config), 5, 4, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0};
   EXPECT_HAS(error_of([&] { OptionValues::validate(ce.options, {}, ce.label()); }), "required option 'capacity_tokens'");
-  PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"10", "t"}}}, ce.label()), &h.threads);
+  PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"10", "t"}}}, ce.label()), &h.ctx);
   EXPECT_TRUE(cache.allocate(1, 6));
   EXPECT_FALSE(cache.allocate(2, 5));  // full: reported, not thrown
   EXPECT_EQ(cache.stats().free_blocks, 4);
@@ -78,12 +79,12 @@ TEST(PluginAbi, SchedulerCacheAndDrafterCallThroughTheHost) {
   sy_cache_config bad = cfg;
   bad.num_layers = 0;
   EXPECT_HAS(error_of([&] {
-               PluginCacheManager c2(ce, bad, OptionValues::validate(ce.options, {{"capacity_tokens", {"1", "t"}}}, ce.label()), &h.threads);
+               PluginCacheManager c2(ce, bad, OptionValues::validate(ce.options, {{"capacity_tokens", {"1", "t"}}}, ce.label()), &h.ctx);
              }),
              "num_layers must be positive");
 
   const auto& de = h.components.get(ComponentKind::Drafter, "test-repeat", "t");
-  PluginDrafter drafter(de, OptionValues::validate(de.options, {}, de.label()), &h.threads);
+  PluginDrafter drafter(de, OptionValues::validate(de.options, {}, de.label()), &h.ctx);
   sy_draft_sampling greedy{sizeof(sy_draft_sampling), 0.f, 0, 1.f, 0};
   DraftProposal p = drafter.propose(1, {5, 6, 7}, 3, greedy, 512);
   EXPECT_EQ(p.tokens, (std::vector<int32_t>{7, 7, 7}));
@@ -118,8 +119,8 @@ TEST(PluginAbi, ErrorsCarryTheirKind) {
     EXPECT_EQ(e.kind(), ErrorKind::NotFound) << e.what();
   }
   const auto& ce = h.components.get(ComponentKind::Cache, "test-counter", "t");
-  sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 1, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 16, 0};
-  PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"8", "t"}}}, ce.label()), &h.threads);
+  sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 1, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0};
+  PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"8", "t"}}}, ce.label()), &h.ctx);
   try {
     cache.release(42);  // the plugin answers SY_NOT_FOUND with a message
     ADD_FAILURE() << "no error";
@@ -242,7 +243,7 @@ TEST(PluginAbi, LoadAndUnloadAThousandTimes) {
     Host h;
     h.host.load(SY_TEST_PLUGIN_GOOD);
     const auto& se = h.components.get(ComponentKind::Scheduler, "test-fcfs", "t");
-    PluginScheduler sched(se, OptionValues::validate(se.options, {}, se.label()), &h.threads);
+    PluginScheduler sched(se, OptionValues::validate(se.options, {}, se.label()), &h.ctx);
     sy_sched_input in{sizeof(sy_sched_input), nullptr, 0, nullptr, 0, 0, 16, 8, 8, 0.0};
     ASSERT_TRUE(sched.plan(in).empty());
   }

@@ -234,7 +234,10 @@ def test_ten_million_stop_strings_are_refused_before_the_body_is_read(server):
 
 def test_client_disconnect_cancels_and_frees_the_cache(server):
     aborted = metrics(server)['switchyard:request_success_total{finished_reason="abort"}']
-    body = json.dumps({"model": "stories260K", "prompt": STORY, "max_tokens": 500, "temperature": 0, "stream": True})
+    # ignore_eos: the request must still be running when the client goes away
+    # (an early end-of-sequence would finish it as "stop" first on a slow run).
+    body = json.dumps({"model": "stories260K", "prompt": STORY, "max_tokens": 500, "temperature": 0, "stream": True,
+                       "ignore_eos": True})
     s = socket.create_connection(("127.0.0.1", server["port"]))
     s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())

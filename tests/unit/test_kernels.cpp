@@ -120,7 +120,8 @@ TEST_P(KernelCase, MatchesOnnxRuntime) {
   ThreadPool threads(2);
   KernelRegistry reg = KernelRegistry::with_builtins();
   ComponentRegistry components = ComponentRegistry::with_builtins();
-  PluginHost plugins(reg, components, &threads);
+  HostContext ctx{&threads, nullptr};
+  PluginHost plugins(reg, components, &ctx);
   // Contrib-op cases run on the real plugin library.
   if (c.contains("plugin") && c["plugin"] == "contrib") plugins.load(SY_CONTRIB_PLUGIN);
   Executor ex(graph, reg, &threads);

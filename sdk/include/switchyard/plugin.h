@@ -34,6 +34,11 @@
  *   1.1  model-aware passes: graph_value_role, graph_model_info,
  *        graph_evaluate (run part of the graph on synthetic decoder inputs),
  *        graph_mark_approximate (opt out of the host's equivalence probe).
+ *   1.2  drafters that sample: sy_drafter_desc.propose_sampled with
+ *        sy_draft_sampling (draft probabilities used in verification);
+ *        device ordinals: sy_kernel_create_info.device_index,
+ *        sy_cache_config.device_index (device_alloc, device_free and
+ *        device_stream act on the device of the session making the call).
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -46,7 +51,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 1
+#define SY_PLUGIN_ABI_MINOR 2
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -338,6 +343,8 @@ typedef struct sy_kernel_create_info {
   sy_node_id node;
   int64_t opset;
   int32_t device;
+  /* ---- 1.2 ---- */
+  int32_t device_index; /* which device of that kind (cuda:N); 0 on the CPU */
 } sy_kernel_create_info;
 
 typedef struct sy_kernel_desc {
@@ -414,8 +421,10 @@ typedef struct sy_cache_config {
   int32_t head_dim;
   int32_t dtype;
   int32_t device;
-  int32_t block_size;
-  int64_t budget_bytes;
+  int32_t block_size;   /* reserved: 0. The block size is the cache manager's own option. */
+  int64_t budget_bytes; /* reserved: 0. The KV budget is the cache manager's own option. */
+  /* ---- 1.2 ---- */
+  int32_t device_index; /* which device of that kind (cuda:N) the KV lives on; 0 on the CPU */
 } sy_cache_config;
 
 typedef struct sy_cache_stats {
