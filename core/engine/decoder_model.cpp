@@ -1,4 +1,5 @@
 #include "engine/decoder_model.h"
+#include "switchyard/plugin.h"
 
 #include <filesystem>
 #include <set>
@@ -106,7 +107,7 @@ void DecoderModel::discover_interface() {
   // layer and KV geometry; past inputs stay declared but unused.
   std::set<int64_t> layers;
   for (const Node& n : g.nodes) {
-    if (n.dead || n.domain != "switchyard" || n.op_type != "PagedAttention") continue;
+    if (n.dead || n.domain != SY_OP_DOMAIN || n.op_type != SY_OP_PAGED_ATTENTION) continue;
     layers.insert(n.attr_int("layer", -1));
     kv_heads_ = n.attr_int("kv_heads", 0);
     head_dim_ = n.attr_int("head_dim", 0);

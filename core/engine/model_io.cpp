@@ -1,4 +1,5 @@
 #include "engine/model_io.h"
+#include "switchyard/plugin.h"
 
 #include <algorithm>
 #include <cctype>
@@ -336,7 +337,7 @@ ModelIO discover_model_io(const Graph& g, const std::string& path, const GenaiCo
   }
   io.right_padding = genai != nullptr && io.position_ids < 0;
   for (const Node& n : g.nodes)
-    if (!n.dead && n.domain == "com.microsoft" && n.op_type == "GroupQueryAttention" && io.position_ids < 0) io.right_padding = true;
+    if (!n.dead && n.domain == SY_ORT_DOMAIN && n.op_type == SY_ORT_OP_GROUP_QUERY_ATTENTION && io.position_ids < 0) io.right_padding = true;
   return io;
 }
 

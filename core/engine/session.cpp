@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include "device/device_registry.h"
+#include "switchyard/plugin.h"
 
 #include <filesystem>
 #include <sstream>
@@ -100,7 +101,7 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     cc.device = SY_DEVICE_CPU;
     cc.device_index = 0;
     for (const NodePlacement& p : m.executor().placements())
-      if (p.op == "switchyard::PagedAttention" && p.device == Device::CUDA) {
+      if (p.op == SY_OP_DOMAIN "::" SY_OP_PAGED_ATTENTION && p.device == Device::CUDA) {
         cc.device = SY_DEVICE_CUDA;
         cc.device_index = s->device_ ? s->device_->index() : 0;
       }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "passes/graph_eval.h"
+#include "switchyard/plugin.h"
 
 namespace sy {
 
@@ -14,7 +15,7 @@ namespace {
 
 bool step_mode(const Graph& g) {
   for (const Node& n : g.nodes)
-    if (!n.dead && n.domain == "switchyard" && n.op_type == "PagedAttention") return true;
+    if (!n.dead && n.domain == SY_OP_DOMAIN && n.op_type == SY_OP_PAGED_ATTENTION) return true;
   return false;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "passes/pass.h"
+#include "switchyard/plugin.h"
 
 namespace sy {
 namespace {
@@ -20,8 +21,8 @@ bool is_row_wise_head(const Graph& g, const Node& head) {
   auto constant = [&](size_t i) { return i < head.inputs.size() && head.inputs[i] != kNoValue && g.values[static_cast<size_t>(head.inputs[i])].constant; };
   if (head.op_type == "MatMul" && head.domain.empty())
     return head.inputs.size() == 2 && constant(1) && g.values[static_cast<size_t>(head.inputs[1])].constant->rank() == 2;
-  const bool quantized = (head.op_type == "MatMulNBits" && head.domain == "com.microsoft") ||
-                         (head.op_type == "QMatMul" && head.domain == "switchyard");
+  const bool quantized = (head.op_type == SY_ORT_OP_MATMUL_NBITS && head.domain == SY_ORT_DOMAIN) ||
+                         (head.op_type == SY_OP_QMATMUL && head.domain == SY_OP_DOMAIN);
   if (!quantized || head.outputs.size() != 1) return false;
   for (size_t i = 1; i < head.inputs.size(); ++i)
     if (head.inputs[i] != kNoValue && !constant(i)) return false;

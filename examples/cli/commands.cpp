@@ -19,6 +19,7 @@
 #include "tokenizer/tokenizer.h"
 #include "chat/chat_template.h"
 #include "engine/model_io.h"
+#include "switchyard/plugin.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -256,7 +257,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   // What attention fusion made of each layer, and what proved it.
   j["attention"] = nlohmann::json::array();
   for (const Node& n : g.nodes) {
-    if (n.dead || n.domain != "switchyard" || n.op_type != "PagedAttention") continue;
+    if (n.dead || n.domain != SY_OP_DOMAIN || n.op_type != SY_OP_PAGED_ATTENTION) continue;
     nlohmann::json a{{"layer", n.attr_int("layer", -1)},       {"scale", n.attr_float("scale", 0.f)},
                      {"softcap", n.attr_float("softcap", 0.f)}, {"window", n.attr_int("window", 0)},
                      {"kv_heads", n.attr_int("kv_heads", 0)},   {"head_dim", n.attr_int("head_dim", 0)},

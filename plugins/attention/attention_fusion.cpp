@@ -537,7 +537,7 @@ bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
         if (!g.is(n, "Shape") && !g.is(n, "Size")) users.push_back(n);
       if (users.size() != 1) refuse("the past keys feed " + std::to_string(users.size()) + " nodes, expected one");
       sy_node_id n = users[0];
-      if (g.is(n, "GroupQueryAttention", "com.microsoft")) matches.push_back(match_gqa(g, n, kv));
+      if (g.is(n, SY_ORT_OP_GROUP_QUERY_ATTENTION, SY_ORT_DOMAIN)) matches.push_back(match_gqa(g, n, kv));
       else if (g.is(n, "Concat")) matches.push_back(match_explicit(g, consumers, kv, n));
       else refuse("the past keys feed " + node_label(g, n) + ", neither a Concat with the new keys nor GroupQueryAttention");
     } catch (const Refusal& r) {

@@ -5,8 +5,8 @@
 
 namespace sy_attention {
 
-constexpr const char* kDomain = "switchyard";
-constexpr const char* kOp = "PagedAttention";
+constexpr const char* kDomain = SY_OP_DOMAIN;
+constexpr const char* kOp = SY_OP_PAGED_ATTENTION;
 
 struct AttentionFusion {
   static bool run(sy::plugin::GraphRef& g, const sy::plugin::Options& options);

@@ -5,7 +5,7 @@
 
 namespace sy_contrib {
 
-constexpr const char* kMsDomain = "com.microsoft";
+constexpr const char* kMsDomain = SY_ORT_DOMAIN;
 
 // GroupQueryAttention (com.microsoft, opset 1): inputs query, key, value
 // (or packed QKV in query), past_key, past_value [B, KVH, P, D], seqlens_k

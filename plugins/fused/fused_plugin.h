@@ -11,7 +11,7 @@
 
 namespace sy_fused {
 
-constexpr const char* kDomain = "switchyard";
+constexpr const char* kDomain = SY_OP_DOMAIN;
 
 struct FusionPass {
   static bool run(sy::plugin::GraphRef& g, const sy::plugin::Options& options);

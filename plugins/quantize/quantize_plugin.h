@@ -11,11 +11,11 @@
 namespace sy_quant {
 
 // Emitted when the group is a power of two >= 16 (ONNX Runtime can run it too).
-constexpr const char* kOrtDomain = "com.microsoft";
-constexpr const char* kOrtOp = "MatMulNBits";
+constexpr const char* kOrtDomain = SY_ORT_DOMAIN;
+constexpr const char* kOrtOp = SY_ORT_OP_MATMUL_NBITS;
 // Same inputs and attributes, any group (per-channel int8: block_size = K).
-constexpr const char* kDomain = "switchyard";
-constexpr const char* kOp = "QMatMul";
+constexpr const char* kDomain = SY_OP_DOMAIN;
+constexpr const char* kOp = SY_OP_QMATMUL;
 
 struct QuantizePass {
   static bool run(sy::plugin::GraphRef& g, const sy::plugin::Options& options);

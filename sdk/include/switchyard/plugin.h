@@ -77,6 +77,22 @@ enum {
   SY_CANCELLED = 6
 };
 
+/* -------------------------------------------------------- operator names */
+
+/* Operators the host and plugins agree on by name. The host gives the first
+ * two meaning: a graph with SY_OP_PAGED_ATTENTION nodes runs in the step
+ * engine (each node reads sy_step_context and the cache manager's KV), and
+ * the logits-row selection pass looks through SY_OP_QMATMUL and
+ * SY_ORT_OP_MATMUL_NBITS heads. The attention-fusion pass writes
+ * PagedAttention; the quantize pass writes QMatMul; exports from
+ * onnxruntime-genai's model builder carry the com.microsoft ones. */
+#define SY_OP_DOMAIN "switchyard"
+#define SY_OP_PAGED_ATTENTION "PagedAttention"
+#define SY_OP_QMATMUL "QMatMul"
+#define SY_ORT_DOMAIN "com.microsoft"
+#define SY_ORT_OP_MATMUL_NBITS "MatMulNBits"
+#define SY_ORT_OP_GROUP_QUERY_ATTENTION "GroupQueryAttention"
+
 /* ----------------------------------------------------------- basic types */
 
 /* Element types use ONNX TensorProto.DataType codes. */
