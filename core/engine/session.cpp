@@ -123,6 +123,9 @@ std::unique_ptr<Session> Session::create(const EngineConfig& config) {
     s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_, s->scheduler_instance_.get(),
                                                    StepEngineOptions{config.max_batch_tokens, config.max_seqs, config.limits.max_prompt_tokens, config.limits.max_queue});
     if (s->drafter_) {
+      SY_CHECK_KIND(s->cache_manager_->can_truncate(), ErrorKind::Unsupported,
+                    s->drafter_->entry->label() << " needs a cache manager that can roll rejected drafts back: "
+                                                << s->cache_->entry->label() << " has no truncate");
       const ComponentEntry& e = *s->drafter_->entry;
       const OptionValues& o = s->drafter_->options;
       auto int_option = [&](const char* name, int64_t fallback) {

@@ -29,6 +29,42 @@
  *  - Strings returned by the host stay valid until the next call that
  *    modifies the same object (graph, options) or the end of the callback.
  *
+ * The contract, function by function (each comment below says which part
+ * applies; what is not said here holds for all):
+ *  - Required or optional. Every function pointer in a descriptor is
+ *    required unless its comment says "optional"; the loader refuses a
+ *    plugin whose descriptor lacks a required one, naming it. An optional
+ *    pointer may be NULL; its comment says what the host does then.
+ *  - Ownership and lifetime. Descriptors, names and option arrays a plugin
+ *    returns stay valid until its library is unloaded (after shutdown).
+ *    Pointers the host passes into a call (tokens, inputs, graphs, configs,
+ *    output buffers) are valid during that call only; copy what you keep.
+ *    Pointers a plugin returns from a call (block tables, tensors) must stay
+ *    valid until the next call on the same instance, unless the comment says
+ *    longer ("for the cache's lifetime"). `state` belongs to the plugin from
+ *    create until destroy; the host never reads it.
+ *  - Threads. The host calls one instance (one `state`) from one thread at a
+ *    time: a session's passes and kernel creation run on the thread creating
+ *    the session; a kernel's compute on that session's executing thread;
+ *    schedulers, cache managers and drafters on the session's step-engine
+ *    thread. Different sessions may call the same plugin's functions at the
+ *    same time on different instances: state shared across instances
+ *    (statics, plugin_data) must be thread-safe. parallel_for runs fn on the
+ *    host's pool threads, concurrently; fn must not call back into the host
+ *    other than set_error/log.
+ *  - Errors. Return SY_OK or an SY_* code; call host->set_error(message)
+ *    first (the host copies it). The code says the kind: SY_OUT_OF_MEMORY
+ *    from a cache manager's allocate means "full" (an answer, not a fault),
+ *    SY_UNSUPPORTED from a pass means "this graph is not for me", any other
+ *    non-OK status fails the operation (the session is not created, the step
+ *    fails its requests) with the plugin's name and message. A C++ exception
+ *    escaping a plugin function is an ABI violation; the host catches it as a
+ *    last resort and reports a plugin failure.
+ *  - Devices. Host functions a plugin calls (device_alloc, device_stream,
+ *    parallel_for) act for the session that made the current call: its
+ *    device (sy_kernel_create_info.device_index, sy_cache_config.device_index
+ *    say which) and its thread pool.
+ *
  * Changelog (append only):
  *   1.0  initial ABI: passes, kernels, schedulers, cache managers, drafters.
  *   1.1  model-aware passes: graph_value_role, graph_model_info,
@@ -224,13 +260,23 @@ typedef struct sy_host_api {
   uint16_t abi_major;
   uint16_t abi_minor;
 
-  /* Errors and logging. set_error records the message of the error the
-   * current callback is about to return (per thread). */
+  /* Every function in this table may be called from any plugin function
+   * while the host is calling into the plugin, on the calling thread;
+   * function groups below say where else (or only where) they are valid.
+   *
+   * Errors and logging. set_error records the message of the error the
+   * current callback is about to return (per thread; copied). last_error:
+   * the message of the host function that failed last on this thread, valid
+   * until the next host call. log: copied; also valid inside parallel_for. */
   void (*set_error)(const char* message);
   const char* (*last_error)(void);
   void (*log)(int32_t level, const char* message);
 
-  /* Memory: host allocations, aligned; device memory by device id. */
+  /* Memory: host allocations, aligned (free with host->free only).
+   * Device memory on the calling session's device of kind `device`
+   * (SY_DEVICE_*; CPU memory for SY_DEVICE_CPU); SY_UNSUPPORTED when the
+   * session has no such device, SY_OUT_OF_MEMORY when it is full. Free it
+   * with device_free from a call of the same session. */
   void* (*alloc)(size_t bytes, size_t alignment);
   void (*free)(void* ptr);
   sy_status (*device_alloc)(int32_t device, size_t bytes, void** out);
@@ -244,13 +290,18 @@ typedef struct sy_host_api {
   sy_status (*parallel_for)(int64_t n, int64_t grain, sy_parallel_fn fn, void* user);
   int32_t (*num_threads)(void);
 
-  /* Options passed to a component (validated against its sy_option_desc). */
+  /* Options passed to a component (validated against its sy_option_desc;
+   * valid inside the create/run that received `opts`). SY_NOT_FOUND for a
+   * name the component did not declare, SY_INVALID_ARGUMENT for the wrong
+   * type. Strings are valid until that create/run returns. */
   sy_status (*option_bool)(const sy_options* opts, const char* name, int32_t* out);
   sy_status (*option_int)(const sy_options* opts, const char* name, int64_t* out);
   sy_status (*option_float)(const sy_options* opts, const char* name, double* out);
   sy_status (*option_string)(const sy_options* opts, const char* name, const char** out);
 
-  /* Graph reading. */
+  /* Graph reading: valid on the graph a pass's run or a kernel's create
+   * received, until that call returns. Ids out of range return ""/-1/
+   * SY_NOT_FOUND, never crash. */
   int32_t (*graph_node_count)(const sy_graph* g); /* node ids are 0..count-1; removed nodes report op "" */
   const char* (*node_op_type)(const sy_graph* g, sy_node_id n);
   const char* (*node_domain)(const sy_graph* g, sy_node_id n);
@@ -278,7 +329,9 @@ typedef struct sy_host_api {
   int32_t (*value_use_count)(const sy_graph* g, sy_value_id v);
   int32_t (*value_is_graph_output)(const sy_graph* g, sy_value_id v);
 
-  /* Graph rewriting. New node outputs are new values (written to outputs[]). */
+  /* Graph rewriting: only inside a pass's run. New node outputs are new
+   * values (written to outputs[]). Every rewrite is checked afterwards (the
+   * equivalence probe) unless the pass calls graph_mark_approximate. */
   sy_status (*graph_add_node)(sy_graph* g, const char* domain, const char* op_type, const char* name,
                               const sy_value_id* inputs, int32_t num_inputs, sy_value_id* outputs,
                               int32_t num_outputs, sy_node_id* out_node);
@@ -295,7 +348,10 @@ typedef struct sy_host_api {
   sy_status (*graph_replace_all_uses)(sy_graph* g, sy_value_id from, sy_value_id to);
   sy_status (*graph_remove_node)(sy_graph* g, sy_node_id n);
 
-  /* Kernel execution (valid inside sy_kernel_desc.compute). */
+  /* Kernel execution: only inside sy_kernel_desc.compute, on its ctx.
+   * Input tensors are read-only and valid during compute; outputs are
+   * allocated by the host (kernel_allocate_output), owned by it, written by
+   * the kernel. kernel_step_context: NULL outside the step engine. */
   int32_t (*kernel_input_count)(const sy_kernel_context* ctx);
   /* SY_NOT_FOUND for an omitted optional input. */
   sy_status (*kernel_input)(const sy_kernel_context* ctx, int32_t i, sy_tensor* out);
@@ -347,7 +403,11 @@ typedef struct sy_pass_desc {
   const char* description;
   const sy_option_desc* const* options;
   int32_t num_options;
-  /* Sets *changed to 1 when it modified the graph. */
+  /* Required. Runs once per session that selects the pass, on the thread
+   * creating the session. Sets *changed to 1 when it modified the graph.
+   * SY_UNSUPPORTED (with a message naming the node or layer) refuses a
+   * graph it cannot rewrite correctly: it must never rewrite what it does
+   * not understand. */
   sy_status (*run)(void* plugin_data, sy_graph* graph, const sy_options* options, int32_t* changed);
 } sy_pass_desc;
 
@@ -374,9 +434,14 @@ typedef struct sy_kernel_desc {
   int32_t num_dtypes;
   int32_t type_input;
   int32_t priority;      /* higher wins over lower; built-in kernels use 0 */
-  /* Per-node state; *state may stay NULL. */
+  /* Required. Per-node state; *state may stay NULL. info and the graph it
+   * points to are valid during create only: copy the attributes you need.
+   * Called once per node when a session is created (the thread creating it). */
   sy_status (*create)(void* plugin_data, const sy_kernel_create_info* info, void** state);
+  /* Required. Once per forward step, on the session's executing thread;
+   * never concurrently for one state. On CUDA, enqueue on device_stream. */
   sy_status (*compute)(void* state, sy_kernel_context* ctx);
+  /* Required. Once per successful create, when the session is destroyed. */
   void (*destroy)(void* state);
 } sy_kernel_desc;
 
@@ -422,10 +487,16 @@ typedef struct sy_scheduler_desc {
   const char* description;
   const sy_option_desc* const* options;
   int32_t num_options;
+  /* Required. Once per session, on the thread creating it. */
   sy_status (*create)(void* plugin_data, const sy_options* options, void** state);
-  /* Writes at most `capacity` decisions. */
+  /* Required. Once per engine step, on the step-engine thread. input and
+   * the arrays it points to are valid during the call. Writes at most
+   * `capacity` decisions (capacity = waiting + running) for sequences named
+   * in the input; a sequence not named waits this step. An error fails the
+   * running requests with the plugin's message (the engine serves on). */
   sy_status (*plan)(void* state, const sy_sched_input* input, sy_sched_decision* out, int32_t capacity,
                     int32_t* count);
+  /* Required. Once, when the session is destroyed. */
   void (*destroy)(void* state);
 } sy_scheduler_desc;
 
@@ -458,20 +529,36 @@ typedef struct sy_cache_desc {
   const char* description;
   const sy_option_desc* const* options;
   int32_t num_options;
+  /* All functions after create run on the session's step-engine thread.
+   * Required. Once per session; config is valid during the call. */
   sy_status (*create)(void* plugin_data, const sy_cache_config* config, const sy_options* options, void** state);
-  /* Reserve room for `num_tokens` more tokens of `seq`; SY_OUT_OF_MEMORY when full (nothing changed). */
+  /* Required. Reserve room for `num_tokens` more tokens of `seq` (a new seq
+   * starts empty); SY_OUT_OF_MEMORY when full, with nothing changed: the
+   * engine then preempts or waits. */
   sy_status (*allocate)(void* state, uint64_t seq, int32_t num_tokens);
-  /* Reuse cached blocks for the longest cached prefix of tokens; sets *cached. */
+  /* Optional (NULL: no prefix sharing). Reuse cached blocks for the longest
+   * cached prefix of tokens of a new seq; sets *cached (<= num_tokens). */
   sy_status (*match_prefix)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t* cached);
-  /* Record that tokens [0, n) of seq are computed (so full blocks can be shared). */
+  /* Optional (NULL: nothing recorded). Tokens [0, n) of seq are computed
+   * (so full blocks can be shared). */
   sy_status (*commit)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens);
-  /* Drop the tail of seq so it holds `length` tokens (speculative rollback). */
+  /* Optional (NULL: speculative decoding is refused with this cache). Drop
+   * the tail of seq so it holds `length` tokens (rejected drafts). */
   sy_status (*truncate)(void* state, uint64_t seq, int32_t length);
+  /* Optional (NULL: forking is refused). child shares parent's blocks. */
   sy_status (*fork)(void* state, uint64_t parent, uint64_t child);
+  /* Required. The sequence is finished, cancelled or preempted: free it. */
   sy_status (*release)(void* state, uint64_t seq);
+  /* Required. The blocks of seq in order (-1 for a block dropped by a
+   * sliding window); *blocks stays valid until the next call on this cache. */
   sy_status (*block_table)(void* state, uint64_t seq, const int32_t** blocks, int32_t* count);
+  /* Required. Layer `layer`'s key and value storage, [num_blocks, kv_heads,
+   * block_size, head_dim] on the config's device; the data stays valid and
+   * in place for the cache's lifetime. */
   sy_status (*storage)(void* state, int32_t layer, sy_tensor* key, sy_tensor* value);
+  /* Optional (NULL: no statistics). out->struct_size is set by the host. */
   sy_status (*stats)(void* state, sy_cache_stats* out);
+  /* Required. Once, when the session is destroyed. */
   void (*destroy)(void* state);
 } sy_cache_desc;
 
@@ -493,13 +580,20 @@ typedef struct sy_drafter_desc {
   const char* description;
   const sy_option_desc* const* options;
   int32_t num_options;
+  /* All functions after create run on the session's step-engine thread.
+   * Required. Once per session. */
   sy_status (*create)(void* plugin_data, const sy_options* options, void** state);
-  /* tokens: the sequence so far (prompt + generated). Writes <= k tokens to out. */
+  /* Required. tokens: the sequence so far (prompt + generated), valid
+   * during the call. Writes <= k token ids to out; ids outside the model's
+   * vocabulary make the host drop the draft (outputs stay exact). */
   sy_status (*propose)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t k,
                        int32_t* out, int32_t* count);
-  /* Feedback after verification: how many of the proposed tokens were accepted. */
+  /* Optional (NULL: no feedback). After verification: how many of the
+   * proposed tokens were accepted. */
   sy_status (*accepted)(void* state, uint64_t seq, int32_t proposed, int32_t accepted);
+  /* Optional (NULL: nothing to free). The sequence finished. */
   sy_status (*release)(void* state, uint64_t seq);
+  /* Required. Once, when the session is destroyed. */
   void (*destroy)(void* state);
   /* ---- 1.2, optional (the host checks SY_HAS_FIELD(desc, sy_drafter_desc, propose_sampled)):
    * Like propose, for a drafter that draws its proposals at random. It also

@@ -88,10 +88,14 @@ typedef struct sy_engine_options {
 /* Loads the model and plugins of a manifest profile. The profile must select
  * a cache manager (the asynchronous step engine serves requests). */
 SY_API sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out);
-/* Cancels what is still running, waits for the engine thread, frees all. */
+/* Cancels what is still running, waits for the engine thread, frees all.
+ * NULL is a no-op. No other call on this engine or its requests may run
+ * concurrently or follow (release every request handle first or never use
+ * it again). */
 SY_API void sy_engine_destroy(sy_engine* engine);
 
-/* Model facts. */
+/* Model facts. Strings are owned by the engine, valid until it is
+ * destroyed; NULL engine gives "" or 0. */
 SY_API const char* sy_engine_model_name(const sy_engine* engine);
 SY_API int32_t sy_engine_max_context(const sy_engine* engine);
 SY_API int32_t sy_engine_has_tokenizer(const sy_engine* engine);
@@ -204,7 +208,12 @@ typedef struct sy_request_params {
   const sy_sampling_params* sampling_params;
 } sy_request_params;
 
-/* Queues a request. The handle stays valid until sy_request_release. */
+/* Queues a request. params and everything it points to are copied before
+ * the call returns, except on_token, on_logprobs, on_finish and user, kept
+ * until on_finish has run. The handle stays valid until sy_request_release
+ * (release exactly once). Errors: SY_API_INVALID_ARGUMENT for a bad
+ * request (named in sy_last_error: empty or too long a prompt, bad
+ * sampling values, a full queue). */
 SY_API sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params, sy_request** out);
 /* Non-blocking: copies up to capacity new token ids since the last poll and
  * returns 1 once the request has finished and every token was polled, else 0. */
