@@ -2,6 +2,7 @@
 import os
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -22,10 +23,15 @@ def start_server(extra=(), manifest=MANIFEST, profile="paged"):
     """manifest None: the default manifest beside the binary (give --model in extra)."""
     port = free_port()
     source = ["--manifest", manifest] if manifest else []
+    # The server's output goes to a file: a pipe nobody reads would block the
+    # server once it filled, and the file is shown when the server fails.
+    log = tempfile.NamedTemporaryFile(prefix="switchyard-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen(
         [CLI, "serve", *source, "--profile", profile, "--port", str(port), "--api-key", API_KEY,
          "--max-body-bytes", "65536", "--max-tokens-limit", "512", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc.log_path = log.name
+    log.close()
     deadline = time.time() + 30
     while time.time() < deadline:
         try:
@@ -34,15 +40,30 @@ def start_server(extra=(), manifest=MANIFEST, profile="paged"):
                     return proc, port
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError("server exited: " + proc.stdout.read())
+                raise RuntimeError("server exited: " + server_output(proc))
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("server did not come up")
+    raise RuntimeError("server did not come up: " + server_output(proc))
+
+
+def server_output(proc):
+    with open(proc.log_path, errors="replace") as f:
+        return f.read()
+
+
+def stop_server(proc, timeout=30):
+    """SIGTERM, as an orchestrator stops it: the server must drain and exit 0
+    (a crash or a sanitizer report at shutdown fails the test)."""
+    if proc.poll() is None:
+        proc.terminate()
+    code = proc.wait(timeout=timeout)
+    out = server_output(proc)
+    os.unlink(proc.log_path)
+    assert code == 0, f"server exited with {code}:\n{out[-4000:]}"
 
 
 @pytest.fixture(scope="module")
 def server():
     proc, port = start_server()
     yield {"proc": proc, "port": port, "base": f"http://127.0.0.1:{port}"}
-    proc.terminate()
-    proc.wait(timeout=30)
+    stop_server(proc)

@@ -22,7 +22,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from openai import BadRequestError, OpenAI
 from tokenizers import Tokenizer
 
-from conftest import API_KEY, start_server
+from conftest import API_KEY, start_server, stop_server
 
 CLI = os.environ["SWITCHYARD_CLI"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,8 +85,7 @@ def test_chat_template_command_prints_rendered_and_ids(folder):
 def client(folder):
     proc, port = start_server(["--model", str(folder)], manifest=None, profile="paged")
     yield OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY)
-    proc.terminate()
-    proc.wait(timeout=30)
+    stop_server(proc)
 
 
 def model_id(client):
@@ -214,5 +213,4 @@ def test_generation_config_supplies_default_sampling(folder):
                                          extra_body={"ignore_eos": True, "return_token_ids": True, "repetition_penalty": 1.0})
             assert plain.choices[0].model_extra["token_ids"] == replay_greedy(Path(tmp), prompt, 8)
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            stop_server(proc)

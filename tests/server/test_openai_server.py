@@ -14,7 +14,7 @@ import urllib.request
 import openai
 import pytest
 
-from conftest import API_KEY, CLI, MANIFEST, start_server
+from conftest import API_KEY, CLI, MANIFEST, start_server, stop_server
 
 STORY = "Once upon a time"
 
@@ -266,6 +266,6 @@ def test_sigterm_finishes_in_flight_requests():
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
     t.join(timeout=60)
-    assert proc.wait(timeout=60) == 0
+    stop_server(proc, timeout=60)
     assert result["r"].choices[0].finish_reason in ("length", "stop")
     assert result["r"].usage.completion_tokens > 0

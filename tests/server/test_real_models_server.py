@@ -10,7 +10,7 @@ import threading
 import openai
 import pytest
 
-from conftest import API_KEY, start_server
+from conftest import API_KEY, start_server, stop_server
 
 REAL = os.path.join(os.path.dirname(__file__), "..", "models", "real")
 MODELS = ["qwen2-torchscript", "mistral-torchscript", "qwen2-genai", "mistral-genai"]
@@ -26,8 +26,7 @@ def reference(model):
 def served(request):
     proc, port = start_server(["--model", os.path.join(REAL, request.param)], manifest=None, profile="paged")
     yield request.param, openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=0, timeout=60)
-    proc.terminate()
-    assert proc.wait(timeout=30) == 0
+    stop_server(proc)
 
 
 def complete(client, prompt, n, stream=False):
