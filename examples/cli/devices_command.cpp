@@ -16,9 +16,10 @@ namespace sy::cli {
 int cmd_devices(const std::vector<std::string>& args) {
   bool bandwidth = false, json = false;
   po::options_description d("switchyard devices");
-  d.add_options()("bandwidth", po::bool_switch(&bandwidth), "measure each device's copy bandwidth (GB/s)")(
-      "json", po::bool_switch(&json), "print JSON");
-  parse(args, d, "switchyard devices [--bandwidth] [--json]");
+  d.add_options()("help,h", "show this help")("bandwidth", po::bool_switch(&bandwidth),
+                                               "measure each device's copy bandwidth (GB/s)")("json", po::bool_switch(&json),
+                                                                                              "print JSON");
+  if (parse(args, d, "usage: switchyard devices [--bandwidth] [--json]").help) return 0;
   nlohmann::json out;
   out["cpu"] = "available";
 #ifdef SWITCHYARD_HAS_CUDA

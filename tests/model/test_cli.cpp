@@ -2,13 +2,18 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 
 #include "test_support.h"
 
 namespace {
 
-sy::test::ShellResult run(const std::string& args) { return sy::test::shell(std::string(SWITCHYARD_CLI) + " " + args); }
+sy::test::ShellResult run(const std::string& args, bool merge_stderr = true) {
+  return sy::test::shell(std::string(SWITCHYARD_CLI) + " " + args, merge_stderr);
+}
 
 std::string model() { return sy::test::model_path("stories260K.onnx"); }
 
@@ -51,6 +56,67 @@ TEST(Cli, ErrorsAreMessagesNotCrashes) {
   EXPECT_NE(r.out.find("'x' is not a token id"), std::string::npos) << r.out;
   r = run("frobnicate");
   EXPECT_EQ(r.status, 2);
+}
+
+TEST(Cli, DevicesJsonListsTheCpuAndSaysWhyThereIsNoGpu) {
+  sy::test::ShellResult r = run("devices --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cpu"], "available");
+  ASSERT_TRUE(j["cuda_devices"].is_number_integer()) << r.out;
+  if (j["cuda_devices"] == 0) {
+    EXPECT_TRUE(j["devices"].empty());
+    EXPECT_FALSE(j["cuda_unavailable"].get<std::string>().empty()) << "no GPU must come with the reason";
+  } else {
+    EXPECT_EQ(j["devices"].size(), j["cuda_devices"].get<size_t>());
+    EXPECT_EQ(j["devices"][0]["device"], "cuda:0");
+  }
+  EXPECT_EQ(run("devices --help").status, 0);
+  r = run("devices --frobnicate");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_HAS(r.out, "frobnicate");
+}
+
+TEST(Cli, EvalPerplexityEqualsTheOneComputedFromLogitsOneByOne) {
+  // eval's perplexity against an independent computation: the log-softmax
+  // of `logits` (baseline mode, one prompt prefix at a time) at each next
+  // token of the same text.
+  sy::test::TempDir dir;
+  const std::string text = (dir.path / "story.txt").string();
+  std::ofstream(text) << "Once upon a time, there was a little girl named Lily. She loved to play.";
+  const std::string manifest = sy::test::source_dir() + "/examples/manifests/stories.yaml";
+  const std::string out = (dir.path / "eval.json").string();
+  sy::test::ShellResult r = run("eval --manifest " + manifest + " --profile prefix --baseline paged --text " + text +
+                                " --max-tokens 14 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto e = sy::test::read_json(out);
+  ASSERT_EQ(e["tokens"], 14);
+  EXPECT_EQ(e["top1_agreement"], 1.0);  // prefix caching is exact
+  EXPECT_EQ(e["kl_max"], 0.0);
+
+  r = run("tokenize --tokenizer " + sy::test::model_path("tok512.bin") + " --text-file " + text + " --add-special-tokens --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<int> ids = nlohmann::json::parse(r.out)["ids"].get<std::vector<int>>();
+  ASSERT_GE(ids.size(), 14u);
+  ids.resize(14);
+  double nll = 0;
+  for (size_t t = 0; t + 1 < ids.size(); ++t) {
+    std::string prefix;
+    for (size_t i = 0; i <= t; ++i) {
+      if (i) prefix += ',';
+      prefix += std::to_string(ids[i]);
+    }
+    sy::test::ShellResult l = run("logits --model " + model() + " --prompt-ids " + prefix + " --json", false);
+    ASSERT_EQ(l.status, 0) << l.out;
+    std::vector<double> row = nlohmann::json::parse(l.out)["last_logits"].get<std::vector<double>>();
+    double m = *std::max_element(row.begin(), row.end()), s = 0;
+    for (double v : row) s += std::exp(v - m);
+    nll -= row[static_cast<size_t>(ids[t + 1])] - m - std::log(s);
+  }
+  const double ppl = std::exp(nll / 13.0);
+  std::printf("[ eval ] perplexity %.6f, from logits one by one %.6f\n", e["perplexity_baseline"].get<double>(), ppl);
+  EXPECT_NEAR(e["perplexity_baseline"].get<double>(), ppl, 1e-4 * ppl);
+  EXPECT_NEAR(e["perplexity_profile"].get<double>(), ppl, 1e-4 * ppl);
 }
 
 }  // namespace

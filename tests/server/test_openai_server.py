@@ -269,3 +269,24 @@ def test_sigterm_finishes_in_flight_requests():
     stop_server(proc, timeout=60)
     assert result["r"].choices[0].finish_reason in ("length", "stop")
     assert result["r"].usage.completion_tokens > 0
+
+
+def test_bench_url_drives_a_running_server_and_counts_what_it_served(server, tmp_path):
+    """`switchyard bench --url`: the figures it reports are the server's (its
+    token counter grows by exactly the output tokens bench counted)."""
+    wait_idle(server)
+    before = metrics(server)["switchyard:generation_tokens_total"]
+    out = tmp_path / "bench.json"
+    r = subprocess.run([CLI, "bench", "--url", server["base"], "--api-key", API_KEY, "--requests", "6", "--input-len", "8:16",
+                        "--output-len", "4:8", "--rate", "50", "--quiet", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    profile = json.loads(out.read_text())["profiles"][0]
+    assert profile["metrics"]["completed requests"] == 6 and profile["metrics"]["failed requests"] == 0
+    reqs = profile["requests"]
+    assert len(reqs) == 6
+    for q in reqs:
+        assert 4 <= q["output_tokens"] <= 8 and q["finish_reason"] in ("length", "stop"), q
+        assert 0 < q["ttft_ms"] <= q["e2e_ms"], q
+    m = wait_idle(server)
+    assert m["switchyard:generation_tokens_total"] - before == sum(q["output_tokens"] for q in reqs)
