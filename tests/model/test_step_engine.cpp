@@ -204,6 +204,44 @@ TEST(KvStrategies, FewerHeadsAndWindowShrinkTheCache) {
   EXPECT_THROW(Session::create(paged_config("llama_mha_tiny_random", "paged", {}, {{"kv_heads", "4"}})), Error);
 }
 
+TEST(KvStrategies, WindowAndPooledHeadsComputeWhatTheyPromise) {
+  // Against ONNX Runtime on the exported graph (tests/tools/kv_strategy_reference.py):
+  // a window of W is a decode that keeps only the last W-1 keys as the past;
+  // pooled KV heads are the model with its K and V projections averaged
+  // over each group of heads.
+  const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 300};
+  std::string ids;
+  for (int t : prompt) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(t);
+  }
+  auto reference = [&](const std::string& mode) {
+    test::ShellResult r = test::shell(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_TOOLS_DIR + "/kv_strategy_reference.py " +
+                                          test::model_path("stories260K.onnx") + " " + ids + " " + mode,
+                                      false);
+    EXPECT_EQ(r.status, 0) << r.out;
+    return nlohmann::json::parse(r.out)["last_logits"].get<std::vector<float>>();
+  };
+  auto compare = [&](const char* what, const std::vector<float>& ours, const std::vector<float>& ref, const std::vector<float>& plain) {
+    ASSERT_EQ(ours.size(), ref.size());
+    double worst = 0, moved = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - ref[i]));
+      moved = std::max(moved, std::abs(static_cast<double>(plain[i]) - ref[i]));
+    }
+    std::printf("[ %s ] max |logit - reference| %.2e (the plain model differs from the reference by %.2e)\n", what, worst, moved);
+    EXPECT_LT(worst, 1e-4) << what;
+    EXPECT_GT(moved, 1e-2) << what << ": the strategy must change the logits for the comparison to mean anything";
+  };
+  auto plain = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}))->last_logits(prompt);
+  auto windowed = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}, {"window", "8"}}, {{"window", "8"}}));
+  compare("window 8", windowed->last_logits(prompt), reference("--window 8"), plain);
+  for (const char* heads : {"2", "1"}) {
+    auto pooled = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}, {{"kv_heads", heads}}));
+    compare((std::string("kv_heads ") + heads).c_str(), pooled->last_logits(prompt), reference(std::string("--kv-heads ") + heads), plain);
+  }
+}
+
 TEST(Modes, SwappingIsAManifestChange) {
   // examples/manifests/stories.yaml: one manifest, four profiles, one binary.
   ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
