@@ -31,127 +31,162 @@ void check_providers(const KernelPolicy& policy, const KernelRegistry& kernels, 
 
 }  // namespace
 
+// Session::create reads as its stages; each stage is one member below.
 std::unique_ptr<Session> Session::create(const EngineConfig& config) {
   std::unique_ptr<Session> s(new Session());
   s->config_ = config;
   SY_CHECK(!config.model.empty(), (config.manifest_path.empty() ? std::string("no model given")
                                                                  : config.manifest_path + ": no model (set 'model:' or pass --model)"));
-  s->threads_ = std::make_unique<ThreadPool>(config.threads);
-  s->kernels_ = KernelRegistry::with_builtins();
-  s->components_ = ComponentRegistry::with_builtins();
-  s->host_ = std::make_unique<HostContext>(HostContext{s->threads_.get(), nullptr});
-  s->plugins_ = std::make_unique<PluginHost>(s->kernels_, s->components_, s->host_.get());
-  for (const PluginSpec& p : config.plugins) {
+  s->load_plugins();
+  s->select_components();
+  s->open_device();
+  s->prepare_model();
+  if (s->cache_) {
+    s->create_cache_manager();
+    s->create_step_engine();
+    if (s->drafter_) s->attach_drafter();
+  } else {
+    s->create_baseline();
+  }
+  return s;
+}
+
+// Registries with the built-ins, then every plugin of the manifest, in order.
+void Session::load_plugins() {
+  threads_ = std::make_unique<ThreadPool>(config_.threads);
+  kernels_ = KernelRegistry::with_builtins();
+  components_ = ComponentRegistry::with_builtins();
+  host_ = std::make_unique<HostContext>(HostContext{threads_.get(), nullptr});
+  plugins_ = std::make_unique<PluginHost>(kernels_, components_, host_.get());
+  for (const PluginSpec& p : config_.plugins) {
     try {
-      s->plugins_->load(p.path, p.sha256);
+      plugins_->load(p.path, p.sha256);
     } catch (const Error& e) {
       SY_THROW_KIND(e.kind(), p.where << ": " << e.what());
     }
   }
-  check_providers(config.kernels, s->kernels_, config.manifest_path);
-  for (const auto& sel : config.passes) s->passes_.push_back(select(s->components_, ComponentKind::Pass, sel));
-  if (config.scheduler) s->scheduler_ = select(s->components_, ComponentKind::Scheduler, *config.scheduler);
-  if (config.cache) s->cache_ = select(s->components_, ComponentKind::Cache, *config.cache);
-  if (config.drafter) s->drafter_ = select(s->components_, ComponentKind::Drafter, *config.drafter);
+  check_providers(config_.kernels, kernels_, config_.manifest_path);
+}
 
+// The manifest's passes, scheduler, cache manager and drafter by name, with
+// their options checked against each component's schema.
+void Session::select_components() {
+  for (const auto& sel : config_.passes) passes_.push_back(select(components_, ComponentKind::Pass, sel));
+  if (config_.scheduler) scheduler_ = select(components_, ComponentKind::Scheduler, *config_.scheduler);
+  if (config_.cache) cache_ = select(components_, ComponentKind::Cache, *config_.cache);
+  if (config_.drafter) drafter_ = select(components_, ComponentKind::Drafter, *config_.drafter);
+}
+
+// The manifest's device, resolved against what the machine has; plugin
+// calls of this session reach it through the HostContext.
+void Session::open_device() {
+  const DeviceSpec spec = parse_device_spec(config_.device);
+  const bool wants_cuda = spec.automatic || spec.kind == Device::CUDA;
+  const DeviceSpec resolved = resolve_device(spec, wants_cuda ? probe_cuda() : DeviceProbe{});
+  device_ = sy::open_device(resolved);
+  host_->device = device_;
+  register_device_kernels(kernels_, resolved.kind);
+}
+
+// Import, simplify, the passes in order (each proven by the equivalence
+// probe), simplify again, plan.
+void Session::prepare_model() {
   std::vector<std::unique_ptr<GraphPass>> passes;
   std::vector<GraphPass*> pass_ptrs;
-  for (const auto& p : s->passes_) {
-    passes.push_back(instantiate_pass(*p.entry, p.options, s->host_.get()));
+  for (const auto& p : passes_) {
+    passes.push_back(instantiate_pass(*p.entry, p.options, host_.get()));
     pass_ptrs.push_back(passes.back().get());
   }
   // The step engine samples from one row per sequence (or its drafts'):
   // the LM head runs on those rows only.
   std::unique_ptr<GraphPass> select_logits;
-  if (config.cache) {
+  if (config_.cache) {
     select_logits = make_select_logits_pass();
     pass_ptrs.push_back(select_logits.get());
   }
   ModelOptions mo;
-  mo.simplify = config.simplify;
-  mo.max_context = config.max_context;
-  {
-    const DeviceSpec spec = parse_device_spec(config.device);
-    const bool wants_cuda = spec.automatic || spec.kind == Device::CUDA;
-    const DeviceSpec resolved = resolve_device(spec, wants_cuda ? probe_cuda() : DeviceProbe{});
-    s->device_ = open_device(resolved);
-    s->host_->device = s->device_;
-    register_device_kernels(s->kernels_, resolved.kind);
-    mo.executor.device = resolved.kind;
-    mo.executor.backend = s->device_;
-  }
-  mo.executor.forbidden_providers = config.kernels.forbid;
-  mo.executor.pinned_providers = config.kernels.pin;
-  mo.import.max_file_bytes = config.limits.max_model_bytes;
-  mo.import.max_tensors = config.limits.max_tensors;
-  mo.import.max_graph_depth = config.limits.max_graph_depth;
-  s->model_ = DecoderModel::load(config.model, s->kernels_, s->threads_.get(), mo, pass_ptrs, &s->report_);
-  DecoderModel& m = *s->model_;
-  if (s->cache_) {
-    SY_CHECK(m.paged_attention(), s->cache_->entry->label()
-                                      << " needs the model's attention fused: add the 'attention-fusion' pass (plugin "
-                                         "switchyard-attention) to 'passes:'");
-    sy_cache_config cc{};
-    cc.struct_size = sizeof(cc);
-    cc.num_layers = m.num_layers();
-    cc.kv_heads = static_cast<int32_t>(m.kv_heads());
-    cc.head_dim = static_cast<int32_t>(m.head_dim());
-    cc.dtype = SY_DTYPE_FLOAT32;
-    // The KV cache lives where the attention kernels run.
-    cc.device = SY_DEVICE_CPU;
-    cc.device_index = 0;
-    for (const NodePlacement& p : m.executor().placements())
-      if (p.op == SY_OP_DOMAIN "::" SY_OP_PAGED_ATTENTION && p.device == Device::CUDA) {
-        cc.device = SY_DEVICE_CUDA;
-        cc.device_index = s->device_ ? s->device_->index() : 0;
-      }
-    // block_size and budget_bytes are reserved (0): each cache manager takes
-    // them as its own options, where the manifest checks them.
-    s->cache_manager_ = std::make_unique<PluginCacheManager>(*s->cache_->entry, cc, s->cache_->options, s->host_.get());
-    {
-      // The KV storage the cache manager took, against limits.max_kv_mb.
-      sy_tensor k = s->cache_manager_->storage(0).first;
-      int64_t per_layer = static_cast<int64_t>(dtype_size(static_cast<DType>(k.dtype)));
-      for (int32_t i = 0; i < k.rank; ++i) per_layer *= k.dims[i];
-      const int64_t total_mb = 2 * per_layer * cc.num_layers / (1024 * 1024);
-      SY_CHECK(config.limits.max_kv_mb <= 0 || total_mb <= config.limits.max_kv_mb,
-               s->cache_->entry->label() << " holds " << total_mb << " MiB of KV storage, over the limit of " << config.limits.max_kv_mb
-                                         << " MiB (limits.max_kv_mb)");
+  mo.simplify = config_.simplify;
+  mo.max_context = config_.max_context;
+  mo.executor.device = device_ ? device_->kind() : Device::CPU;
+  mo.executor.backend = device_;
+  mo.executor.forbidden_providers = config_.kernels.forbid;
+  mo.executor.pinned_providers = config_.kernels.pin;
+  mo.import.max_file_bytes = config_.limits.max_model_bytes;
+  mo.import.max_tensors = config_.limits.max_tensors;
+  mo.import.max_graph_depth = config_.limits.max_graph_depth;
+  model_ = DecoderModel::load(config_.model, kernels_, threads_.get(), mo, pass_ptrs, &report_);
+}
+
+// The KV cache where the attention kernels run, checked against limits.max_kv_mb.
+void Session::create_cache_manager() {
+  DecoderModel& m = *model_;
+  SY_CHECK(m.paged_attention(), cache_->entry->label() << " needs the model's attention fused: add the 'attention-fusion' pass "
+                                                          "(plugin switchyard-attention) to 'passes:'");
+  sy_cache_config cc{};
+  cc.struct_size = sizeof(cc);
+  cc.num_layers = m.num_layers();
+  cc.kv_heads = static_cast<int32_t>(m.kv_heads());
+  cc.head_dim = static_cast<int32_t>(m.head_dim());
+  cc.dtype = SY_DTYPE_FLOAT32;
+  cc.device = SY_DEVICE_CPU;
+  cc.device_index = 0;
+  for (const NodePlacement& p : m.executor().placements())
+    if (p.op == SY_OP_DOMAIN "::" SY_OP_PAGED_ATTENTION && p.device == Device::CUDA) {
+      cc.device = SY_DEVICE_CUDA;
+      cc.device_index = device_ ? device_->index() : 0;
     }
-    if (s->scheduler_)
-      s->scheduler_instance_ = std::make_unique<PluginScheduler>(*s->scheduler_->entry, s->scheduler_->options, s->host_.get());
-    s->step_engine_ = std::make_unique<StepEngine>(m, *s->cache_manager_, s->scheduler_instance_.get(),
-                                                   StepEngineOptions{config.max_batch_tokens, config.max_seqs, config.limits.max_prompt_tokens, config.limits.max_queue});
-    if (s->drafter_) {
-      SY_CHECK_KIND(s->cache_manager_->can_truncate(), ErrorKind::Unsupported,
-                    s->drafter_->entry->label() << " needs a cache manager that can roll rejected drafts back: "
-                                                << s->cache_->entry->label() << " has no truncate");
-      const ComponentEntry& e = *s->drafter_->entry;
-      const OptionValues& o = s->drafter_->options;
-      auto int_option = [&](const char* name, int64_t fallback) {
-        const OptionValue* v = o.find(name);
-        return v && std::holds_alternative<int64_t>(*v) ? std::get<int64_t>(*v) : fallback;
-      };
-      if (!e.library) {
-        std::filesystem::path draft(std::get<std::string>(*o.find("model")));
-        if (draft.is_relative() && !config.manifest_path.empty()) draft = std::filesystem::path(config.manifest_path).parent_path() / draft;
-        s->drafter_instance_ = make_draft_model_drafter(draft.lexically_normal().string(), s->kernels_, s->threads_.get(),
-                                                         static_cast<int32_t>(int_option("k", 4)), m.vocab_size());
-      } else {
-        s->drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, s->host_.get()), m.vocab_size());
-      }
-      s->step_engine_->set_drafter(s->drafter_instance_.get(), static_cast<int32_t>(int_option("k", 4)));
-    }
+  // block_size and budget_bytes are reserved (0): each cache manager takes
+  // them as its own options, where the manifest checks them.
+  cache_manager_ = std::make_unique<PluginCacheManager>(*cache_->entry, cc, cache_->options, host_.get());
+  sy_tensor k = cache_manager_->storage(0).first;
+  int64_t per_layer = static_cast<int64_t>(dtype_size(static_cast<DType>(k.dtype)));
+  for (int32_t i = 0; i < k.rank; ++i) per_layer *= k.dims[i];
+  const int64_t total_mb = 2 * per_layer * cc.num_layers / (1024 * 1024);
+  SY_CHECK(config_.limits.max_kv_mb <= 0 || total_mb <= config_.limits.max_kv_mb,
+           cache_->entry->label() << " holds " << total_mb << " MiB of KV storage, over the limit of " << config_.limits.max_kv_mb
+                                  << " MiB (limits.max_kv_mb)");
+}
+
+void Session::create_step_engine() {
+  if (scheduler_) scheduler_instance_ = std::make_unique<PluginScheduler>(*scheduler_->entry, scheduler_->options, host_.get());
+  step_engine_ = std::make_unique<StepEngine>(*model_, *cache_manager_, scheduler_instance_.get(),
+                                              StepEngineOptions{config_.max_batch_tokens, config_.max_seqs,
+                                                                config_.limits.max_prompt_tokens, config_.limits.max_queue});
+}
+
+// A plugin drafter, or the built-in draft model (its path relative to the manifest).
+void Session::attach_drafter() {
+  SY_CHECK_KIND(cache_manager_->can_truncate(), ErrorKind::Unsupported,
+                drafter_->entry->label() << " needs a cache manager that can roll rejected drafts back: " << cache_->entry->label()
+                                         << " has no truncate");
+  const ComponentEntry& e = *drafter_->entry;
+  const OptionValues& o = drafter_->options;
+  auto int_option = [&](const char* name, int64_t fallback) {
+    const OptionValue* v = o.find(name);
+    return v && std::holds_alternative<int64_t>(*v) ? std::get<int64_t>(*v) : fallback;
+  };
+  const auto k = static_cast<int32_t>(int_option("k", 4));
+  if (!e.library) {
+    std::filesystem::path draft(std::get<std::string>(*o.find("model")));
+    if (draft.is_relative() && !config_.manifest_path.empty())
+      draft = std::filesystem::path(config_.manifest_path).parent_path() / draft;
+    drafter_instance_ = make_draft_model_drafter(draft.lexically_normal().string(), kernels_, threads_.get(), k, model_->vocab_size());
   } else {
-    SY_CHECK(!s->scheduler_, s->scheduler_->entry->label() << " drives the step engine: select a cache manager ('cache:') "
-                                                              "and the attention-fusion pass");
-    SY_CHECK(!s->drafter_, s->drafter_->entry->label() << " verifies drafts in the step engine: select a cache manager ('cache:') "
-                                                          "and the attention-fusion pass");
-    SY_CHECK(!m.paged_attention(), config.model << ": attention is fused (PagedAttention) but no cache manager is selected: "
-                                                   "set 'cache:' (e.g. paged) in the manifest");
-    s->baseline_ = std::make_unique<BaselineGenerator>(m);
+    drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, host_.get()), model_->vocab_size());
   }
-  return s;
+  step_engine_->set_drafter(drafter_instance_.get(), k);
+}
+
+// No cache manager: the graph as exported, so nothing that needs the step
+// engine may be selected.
+void Session::create_baseline() {
+  SY_CHECK(!scheduler_, scheduler_->entry->label() << " drives the step engine: select a cache manager ('cache:') "
+                                                      "and the attention-fusion pass");
+  SY_CHECK(!drafter_, drafter_->entry->label() << " verifies drafts in the step engine: select a cache manager ('cache:') "
+                                                  "and the attention-fusion pass");
+  SY_CHECK(!model_->paged_attention(), config_.model << ": attention is fused (PagedAttention) but no cache manager is selected: "
+                                                        "set 'cache:' (e.g. paged) in the manifest");
+  baseline_ = std::make_unique<BaselineGenerator>(*model_);
 }
 
 std::vector<GenerationResult> Session::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {

@@ -52,6 +52,16 @@ class Session {
 
  private:
   Session() = default;
+  // The stages of create, in order.
+  void load_plugins();
+  void select_components();
+  void open_device();
+  void prepare_model();
+  void create_cache_manager();
+  void create_step_engine();
+  void attach_drafter();
+  void create_baseline();
+
   // Declaration order is destruction order reversed: the model (holding
   // plugin kernel instances) goes first, the libraries after it.
   EngineConfig config_;
