@@ -532,6 +532,21 @@ struct DrafterTrampolines {
     return static_cast<int32_t>(proposal.size());
   }
 };
+template <typename S>
+struct SchedulerTrampolines {
+  static sy_status create(void*, const sy_options* o, void** state) {
+    return guard([&] { *state = new S(Options(o)); });
+  }
+  static sy_status plan(void* state, const sy_sched_input* in, sy_sched_decision* out, int32_t capacity, int32_t* count) {
+    return guard([&] {
+      const std::vector<sy_sched_decision> d = static_cast<S*>(state)->plan(*in);
+      if (static_cast<int64_t>(d.size()) > capacity) throw Error("scheduler planned more decisions than sequences");
+      std::copy(d.begin(), d.end(), out);
+      *count = static_cast<int32_t>(d.size());
+    });
+  }
+  static void destroy(void* state) { delete static_cast<S*>(state); }
+};
 }  // namespace detail
 
 // Builds the sy_plugin_info and owns every string and descriptor it points
@@ -573,6 +588,25 @@ class PluginBuilder {
     d.create = &detail::KernelTrampolines<K>::create;
     d.compute = &detail::KernelTrampolines<K>::compute;
     d.destroy = &detail::KernelTrampolines<K>::destroy;
+  }
+
+  // A scheduler class S:
+  //   explicit S(const Options&);
+  //   std::vector<sy_sched_decision> plan(const sy_sched_input& in);   // at most one per sequence in `in`
+  template <typename S>
+  void scheduler(const std::string& name, const std::string& version, const std::string& description,
+                 const std::vector<OptionSpec>& options = {}) {
+    using T = detail::SchedulerTrampolines<S>;
+    sy_scheduler_desc d{};
+    d.struct_size = sizeof(sy_scheduler_desc);
+    d.name = keep(name);
+    d.version = keep(version);
+    d.description = keep(description);
+    set_options(options, d.options, d.num_options);
+    d.create = &T::create;
+    d.plan = &T::plan;
+    d.destroy = &T::destroy;
+    schedulers_.push_back(d);
   }
 
   // A drafter class D:
