@@ -532,6 +532,74 @@ struct DrafterTrampolines {
     return static_cast<int32_t>(proposal.size());
   }
 };
+// Optional members of a cache manager class.
+template <typename C, typename = void>
+struct has_match_prefix : std::false_type {};
+template <typename C>
+struct has_match_prefix<C, std::void_t<decltype(std::declval<C&>().match_prefix(uint64_t{}, std::declval<const Tokens&>()))>>
+    : std::true_type {};
+template <typename C, typename = void>
+struct has_commit : std::false_type {};
+template <typename C>
+struct has_commit<C, std::void_t<decltype(std::declval<C&>().commit(uint64_t{}, std::declval<const Tokens&>()))>> : std::true_type {};
+template <typename C, typename = void>
+struct has_truncate : std::false_type {};
+template <typename C>
+struct has_truncate<C, std::void_t<decltype(std::declval<C&>().truncate(uint64_t{}, int32_t{}))>> : std::true_type {};
+template <typename C, typename = void>
+struct has_fork : std::false_type {};
+template <typename C>
+struct has_fork<C, std::void_t<decltype(std::declval<C&>().fork(uint64_t{}, uint64_t{}))>> : std::true_type {};
+template <typename C, typename = void>
+struct has_stats : std::false_type {};
+template <typename C>
+struct has_stats<C, std::void_t<decltype(std::declval<C&>().stats(std::declval<sy_cache_stats&>()))>> : std::true_type {};
+
+template <typename C>
+struct CacheTrampolines {
+  static C& self(void* state) { return *static_cast<C*>(state); }
+  static sy_status create(void*, const sy_cache_config* config, const sy_options* o, void** state) {
+    return guard([&] { *state = new C(*config, Options(o)); });
+  }
+  static sy_status allocate(void* state, uint64_t seq, int32_t n) {
+    bool ok = false;
+    const sy_status s = guard([&] { ok = self(state).allocate(seq, n); });
+    if (s != SY_OK) return s;
+    if (ok) return SY_OK;
+    host()->set_error("KV cache full");
+    return SY_OUT_OF_MEMORY;  // an answer, not a failure: the engine preempts or waits
+  }
+  static sy_status match_prefix(void* state, uint64_t seq, const int32_t* t, int32_t n, int32_t* cached) {
+    return guard([&] { *cached = self(state).match_prefix(seq, Tokens{t, n}); });
+  }
+  static sy_status commit(void* state, uint64_t seq, const int32_t* t, int32_t n) {
+    return guard([&] { self(state).commit(seq, Tokens{t, n}); });
+  }
+  static sy_status truncate(void* state, uint64_t seq, int32_t length) {
+    return guard([&] { self(state).truncate(seq, length); });
+  }
+  static sy_status fork(void* state, uint64_t parent, uint64_t child) {
+    return guard([&] { self(state).fork(parent, child); });
+  }
+  static sy_status release(void* state, uint64_t seq) {
+    return guard([&] { self(state).release(seq); });
+  }
+  static sy_status block_table(void* state, uint64_t seq, const int32_t** blocks, int32_t* count) {
+    return guard([&] {
+      const std::vector<int32_t>& t = self(state).block_table(seq);
+      *blocks = t.data();
+      *count = static_cast<int32_t>(t.size());
+    });
+  }
+  static sy_status storage(void* state, int32_t layer, sy_tensor* key, sy_tensor* value) {
+    return guard([&] { self(state).storage(layer, *key, *value); });
+  }
+  static sy_status stats(void* state, sy_cache_stats* out) {
+    return guard([&] { self(state).stats(*out); });
+  }
+  static void destroy(void* state) { delete static_cast<C*>(state); }
+};
+
 template <typename S>
 struct SchedulerTrampolines {
   static sy_status create(void*, const sy_options* o, void** state) {
@@ -607,6 +675,42 @@ class PluginBuilder {
     d.plan = &T::plan;
     d.destroy = &T::destroy;
     schedulers_.push_back(d);
+  }
+
+  // A KV-cache manager class C:
+  //   C(const sy_cache_config& config, const Options&);
+  //   bool allocate(uint64_t seq, int32_t num_tokens);          // false: full (nothing changed)
+  //   void release(uint64_t seq);
+  //   const std::vector<int32_t>& block_table(uint64_t seq);    // valid until the next call
+  //   void storage(int32_t layer, sy_tensor& key, sy_tensor& value);
+  // and optionally (plugin.h says what leaving one out means)
+  //   int32_t match_prefix(uint64_t seq, const Tokens& tokens);  // tokens reused
+  //   void commit(uint64_t seq, const Tokens& tokens);
+  //   void truncate(uint64_t seq, int32_t length);
+  //   void fork(uint64_t parent, uint64_t child);
+  //   void stats(sy_cache_stats& out);
+  template <typename C>
+  void cache(const std::string& name, const std::string& version, const std::string& description,
+             const std::vector<OptionSpec>& options = {}) {
+    using T = detail::CacheTrampolines<C>;
+    sy_cache_desc d{};
+    d.struct_size = sizeof(sy_cache_desc);
+    d.name = keep(name);
+    d.version = keep(version);
+    d.description = keep(description);
+    set_options(options, d.options, d.num_options);
+    d.create = &T::create;
+    d.allocate = &T::allocate;
+    d.release = &T::release;
+    d.block_table = &T::block_table;
+    d.storage = &T::storage;
+    if constexpr (detail::has_match_prefix<C>::value) d.match_prefix = &T::match_prefix;
+    if constexpr (detail::has_commit<C>::value) d.commit = &T::commit;
+    if constexpr (detail::has_truncate<C>::value) d.truncate = &T::truncate;
+    if constexpr (detail::has_fork<C>::value) d.fork = &T::fork;
+    if constexpr (detail::has_stats<C>::value) d.stats = &T::stats;
+    d.destroy = &T::destroy;
+    caches_.push_back(d);
   }
 
   // A drafter class D:
