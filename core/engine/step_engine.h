@@ -120,20 +120,34 @@ class StepEngine {
     Seq* seq;
     int32_t tokens;
   };
+  // Which flattened token positions are sampled from (rows), and where each
+  // planned sequence's first sampled row is (first[i], -1 for none).
+  struct SampledRows {
+    std::vector<int64_t> rows;
+    std::vector<int64_t> first;
+  };
+  // step_engine.cpp: the queue, the thread and the step.
   void loop();
   bool step();  // one scheduling round + forward; false when idle
+  void note_step(const std::vector<Scheduled>& batch);
+  void advance(const Scheduled& b, const float* row, int64_t vocab, double now);
+  void finish(Seq* s, const std::string& reason, const std::string& error = {});
+  // step_planning.cpp: batch planning and admission.
+  void fail_requests_larger_than_the_cache();
   std::vector<Scheduled> plan_builtin();
   std::vector<Scheduled> plan_with_plugin();
   void admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch);
   void preempt(Seq* s);
-  void finish(Seq* s, const std::string& reason, const std::string& error = {});
-  // Runs the batch; returns logits [rows.size(), vocab] for the flattened
-  // token positions in `rows`.
+  // step_layout.cpp: the ragged batch laid out into one forward. Returns
+  // logits [rows.size(), vocab] for the flattened token positions in `rows`.
+  SampledRows sampled_rows(const std::vector<Scheduled>& batch) const;
   Tensor forward(const std::vector<Scheduled>& batch, const std::vector<int64_t>& rows);
+  // step_speculation.cpp: drafts and their verification.
   void add_drafts(std::vector<Scheduled>& batch);
   // Accepts or rejects a sequence's drafts against the target logits rows
   // starting at `row`; returns the tokens to emit.
   std::vector<int32_t> verify(Seq* s, const float* logits, int64_t vocab);
+  void finish_drafted_step(Seq* s, const float* rows, int64_t vocab, double now);
   // row: the logits the token was chosen from (for its logprobs).
   void emit(Seq* s, int tok, double now, const float* row, int64_t vocab);
   void validate(const GenerationRequest& r) const;

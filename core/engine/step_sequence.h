@@ -1,0 +1,30 @@
+// A request inside the step engine: its tokens, how many of them have KV in
+// the cache, its sampler and this step's drafts. Shared by the step engine's
+// parts (step_engine.cpp, step_planning.cpp, step_layout.cpp,
+// step_speculation.cpp); nothing outside the engine sees it.
+#pragma once
+#include <future>
+#include <vector>
+
+#include "engine/step_engine.h"
+
+namespace sy {
+
+struct StepEngine::Seq {
+  uint64_t id = 0;
+  GenerationRequest req;
+  Callbacks callbacks;
+  std::promise<GenerationResult> promise;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int32_t computed = 0;         // tokens whose KV is in the cache
+  bool holds_cache = false;
+  bool done = false;
+  double arrival_ms = 0;
+  Sampler sampler{SamplingParams{}};
+  GenerationResult result;
+  std::vector<int32_t> drafts;               // this step's proposals (appended to tokens)
+  std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
+  int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
+};
+
+}  // namespace sy

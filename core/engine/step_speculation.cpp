@@ -1,0 +1,121 @@
+// Speculative decoding inside the step: drafts added to decode steps within
+// the budget, verified against the target's rows of the same forward
+// (greedy prefix match, or rejection sampling with the draft's
+// distribution), the rejected drafts' KV rolled back.
+#include <algorithm>
+
+#include "engine/step_sequence.h"
+
+namespace sy {
+
+void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
+  int32_t used = 0;
+  for (const auto& b : batch) used += b.tokens;
+  for (auto& b : batch) {
+    Seq* s = b.seq;
+    bool decode = b.tokens == 1 && !s->result.tokens.empty() && s->computed + 1 == static_cast<int32_t>(s->tokens.size());
+    if (!decode) continue;
+    // Never draft past the request's limits or the step budget.
+    int32_t room = std::min({spec_k_, s->req.max_tokens - static_cast<int32_t>(s->result.tokens.size()) - 1,
+                             static_cast<int32_t>(model_.max_context() - static_cast<int64_t>(s->tokens.size())) - 1,
+                             options_.max_batch_tokens - used});
+    if (room <= 0) continue;
+    std::vector<std::vector<double>> q;
+    std::vector<int32_t> d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q);
+    if (d.empty()) continue;
+    if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
+    // A drafter is a plugin: its proposals are input like any other. An id
+    // outside the vocabulary would index past the embedding table; the draft
+    // is dropped and the sequence decodes normally (outputs unchanged).
+    auto bad = std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || (model_.vocab_size() >= 0 && t >= model_.vocab_size()); });
+    if (bad != d.end()) {
+      std::lock_guard<std::mutex> mlock(mu_);
+      ++metrics_.spec_invalid_drafts;
+      metrics_.spec_last_invalid = "drafter proposed token id " + std::to_string(*bad) + ", outside the vocabulary of " +
+                                   std::to_string(model_.vocab_size()) + "; draft dropped";
+      continue;
+    }
+    SY_CHECK_KIND(q.empty() || q.size() >= d.size(), ErrorKind::PluginFailure,
+                  "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
+    for (const auto& row : q)
+      SY_CHECK_KIND(static_cast<int64_t>(row.size()) == model_.vocab_size(), ErrorKind::PluginFailure,
+                    "drafter returned a draft distribution over " << row.size() << " tokens; the model's vocabulary has "
+                                                                   << model_.vocab_size());
+    if (!cache_.allocate(s->id, static_cast<int32_t>(d.size()))) continue;  // no room: decode without drafts
+    s->drafts = d;
+    s->draft_q = std::move(q);
+    s->tokens.insert(s->tokens.end(), d.begin(), d.end());
+    b.tokens += static_cast<int32_t>(d.size());
+    used += static_cast<int32_t>(d.size());
+  }
+}
+
+std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) {
+  std::vector<int32_t> out;
+  std::vector<double> p;
+  const auto n = static_cast<int>(V);
+  // Position i is judged as if drafts 0..i-1 had been generated: penalties
+  // count them, as plain decoding would have.
+  std::vector<int> pending;
+  for (size_t i = 0; i < s->drafts.size(); ++i) {
+    const float* row = logits + static_cast<int64_t>(i) * V;
+    int32_t d = s->drafts[i];
+    if (s->sampler.greedy()) {
+      // Greedy: the longest prefix the target would have produced itself.
+      int t = s->sampler.greedy_choice(row, n, pending);
+      pending.push_back(t);
+      out.push_back(t);
+      if (t != d) return out;
+      continue;
+    }
+    // Rejection sampling (Leviathan et al.): accept d with probability
+    // min(1, p(d) / q(d)); else draw from max(0, p - q), renormalised.
+    s->sampler.distribution(row, n, p, pending);
+    double qd = s->draft_q.empty() ? 1.0 : s->draft_q[i][static_cast<size_t>(d)];
+    if (qd > 0 && s->sampler.uniform() < std::min(1.0, p[static_cast<size_t>(d)] / qd)) {
+      out.push_back(d);
+      pending.push_back(d);
+      continue;
+    }
+    for (size_t t = 0; t < p.size(); ++t) {
+      double qt = s->draft_q.empty() ? (static_cast<int32_t>(t) == d ? 1.0 : 0.0) : s->draft_q[i][t];
+      p[t] = std::max(0.0, p[t] - qt);
+    }
+    out.push_back(s->sampler.sample_from(p));
+    return out;
+  }
+  // Every draft accepted: a bonus token from the last row.
+  out.push_back(s->sampler.sample(logits + static_cast<int64_t>(s->drafts.size()) * V, n, pending));
+  return out;
+}
+
+// A drafted step's outcome: the accepted drafts and one more token emitted,
+// the cache truncated to what was kept, the drafter and the metrics told.
+void StepEngine::finish_drafted_step(Seq* s, const float* rows, int64_t V, double now) {
+  const int32_t base = s->computed;  // KV before this step
+  std::vector<int32_t> emitted = verify(s, rows, V);
+  const auto accepted = static_cast<int32_t>(emitted.size()) - 1;
+  s->tokens.resize(s->tokens.size() - s->drafts.size());
+  s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
+  cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
+  cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
+  const auto proposed = static_cast<int32_t>(s->drafts.size());
+  s->drafts.clear();
+  s->draft_q.clear();
+  drafter_->accepted(s->id, proposed, accepted);
+  {
+    std::lock_guard<std::mutex> mlock(mu_);
+    ++metrics_.spec_drafts;
+    metrics_.spec_draft_tokens += proposed;
+    metrics_.spec_accepted_tokens += accepted;
+    if (metrics_.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) metrics_.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
+    for (int32_t pos = 0; pos < accepted; ++pos) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(pos)];
+  }
+  for (size_t j = 0; j < emitted.size(); ++j) {
+    if (s->done) break;  // a stop token ends the sequence; the rest is dropped
+    emit(s, emitted[j], now, rows + static_cast<int64_t>(j) * V, V);  // token j was chosen from row j
+  }
+  // The last emitted token's KV is computed next step; earlier ones are in the cache.
+}
+
+}  // namespace sy
