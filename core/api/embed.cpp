@@ -80,12 +80,16 @@ void write_struct(T* out, const T& value, size_t min_size, const char* what) {
 }
 #define SY_SIZE_THROUGH(T, field) (offsetof(T, field) + sizeof(((T*)nullptr)->field))
 
-int32_t finish_code(const std::string& reason) {
-  if (reason == "stop") return SY_FINISH_STOP;
-  if (reason == "length") return SY_FINISH_LENGTH;
-  if (reason == "context") return SY_FINISH_CONTEXT;
-  if (reason == "cancelled") return SY_FINISH_CANCELLED;
-  if (reason == "timeout") return SY_FINISH_TIMEOUT;
+int32_t finish_code(sy::FinishReason reason) {
+  switch (reason) {
+    case sy::FinishReason::Stop: return SY_FINISH_STOP;
+    case sy::FinishReason::Length: return SY_FINISH_LENGTH;
+    case sy::FinishReason::Context: return SY_FINISH_CONTEXT;
+    case sy::FinishReason::Cancelled: return SY_FINISH_CANCELLED;
+    case sy::FinishReason::Timeout: return SY_FINISH_TIMEOUT;
+    case sy::FinishReason::None: return SY_FINISH_NONE;
+    case sy::FinishReason::Error: break;
+  }
   return SY_FINISH_ERROR;
 }
 

@@ -93,7 +93,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
       } catch (const std::exception& e) {
         std::promise<GenerationResult> p;
         GenerationResult failed;
-        failed.finish_reason = "error";
+        failed.finish_reason = FinishReason::Error;
         failed.error = e.what();
         p.set_value(failed);
         futures[i] = p.get_future();
@@ -128,7 +128,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
   int good = 0;
   for (size_t i = 0; i < n; ++i) {
     const GenerationResult& g = r.results[i];
-    if (g.finish_reason == "error" || g.tokens.empty()) {
+    if (g.finish_reason == FinishReason::Error || g.tokens.empty()) {
       ++r.failed;
       continue;
     }
@@ -261,7 +261,7 @@ nlohmann::json results_json(const std::vector<BenchResult>& results, const Slo& 
     nlohmann::json per = nlohmann::json::array();
     for (size_t i = 0; i < r.results.size(); ++i)
       per.push_back({{"arrival_s", r.arrival_s[i]}, {"ttft_ms", r.results[i].ttft_ms}, {"e2e_ms", r.results[i].e2e_ms},
-                     {"output_tokens", r.results[i].tokens.size()}, {"finish_reason", r.results[i].finish_reason}});
+                     {"output_tokens", r.results[i].tokens.size()}, {"finish_reason", finish_reason_name(r.results[i].finish_reason)}});
     p["requests"] = per;
     nlohmann::json tl = nlohmann::json::array();
     for (const auto& [t, g, used] : r.timeline) tl.push_back({t, g, used});

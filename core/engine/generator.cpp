@@ -127,7 +127,7 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
     samplers.back().set_prompt(batch[r].prompt);
     if (batch[r].max_tokens == 0) {
       done[r] = true;
-      results[r].finish_reason = "length";
+      results[r].finish_reason = FinishReason::Length;
     }
   }
   auto remaining = [&] { return std::count(done.begin(), done.end(), false); };
@@ -159,13 +159,13 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
       const auto& stop_ids = batch[r].stop_ids;
       if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end() || (batch[r].stop_at_eos && model_.is_eos(tok, batch[r].eos_ids))) {
         done[r] = true;
-        res.finish_reason = "stop";
+        res.finish_reason = FinishReason::Stop;
       } else if (static_cast<int>(res.tokens.size()) >= batch[r].max_tokens) {
         done[r] = true;
-        res.finish_reason = "length";
+        res.finish_reason = FinishReason::Length;
       } else if (static_cast<int64_t>(batch[r].prompt.size() + res.tokens.size()) >= model_.max_context()) {
         done[r] = true;
-        res.finish_reason = "context";
+        res.finish_reason = FinishReason::Context;
       }
     }
     if (remaining() == 0) break;

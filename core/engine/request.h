@@ -20,11 +20,40 @@ struct GenerationRequest {
   double timeout_ms = 0;    // 0: none; else the request ends with "timeout" after this long
 };
 
+// Why a request ended. Its name (finish_reason_name) is OpenAI's spelling
+// where OpenAI has one.
+enum class FinishReason {
+  None,       // still running
+  Stop,       // end-of-sequence, a stop token or a stop string
+  Length,     // max_tokens
+  Context,    // the context limit
+  Cancelled,  // the caller cancelled (or the engine shut down)
+  Timeout,    // the request's own time limit
+  Error,      // see GenerationResult::error
+};
+inline const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Context: return "context";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Timeout: return "timeout";
+    case FinishReason::Error: return "error";
+  }
+  return "";
+}
+// The reason a name stands for (a server's "finish_reason"); Error for an unknown name.
+inline FinishReason finish_reason_from_name(const std::string& name) {
+  for (FinishReason r : {FinishReason::Stop, FinishReason::Length, FinishReason::Context, FinishReason::Cancelled,
+                         FinishReason::Timeout, FinishReason::Error})
+    if (name == finish_reason_name(r)) return r;
+  return name == "abort" ? FinishReason::Cancelled : FinishReason::Error;
+}
+
 struct GenerationResult {
   std::vector<int> tokens;     // generated ids (the stop token included when hit)
-  // "stop" (EOS), "length" (max_tokens), "context" (context limit),
-  // "cancelled", "timeout", "error" (see error)
-  std::string finish_reason;
+  FinishReason finish_reason = FinishReason::None;
   std::string error;
   double ttft_ms = 0;          // arrival -> first token
   double e2e_ms = 0;           // arrival -> last token

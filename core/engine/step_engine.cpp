@@ -37,7 +37,7 @@ StepEngine::~StepEngine() {
   if (thread_.joinable()) thread_.join();
   // Requests that never reached the engine thread.
   for (auto& s : incoming_) {
-    s->result.finish_reason = "cancelled";
+    s->result.finish_reason = FinishReason::Cancelled;
     s->promise.set_value(s->result);
   }
 }
@@ -102,7 +102,7 @@ std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationR
   std::vector<GenerationResult> out;
   for (auto& f : futures) out.push_back(f.get());
   for (const auto& r : out)
-    if (r.finish_reason == "error") throw Error(r.error);
+    if (r.finish_reason == FinishReason::Error) throw Error(r.error);
   return out;
 }
 
@@ -150,18 +150,18 @@ void StepEngine::loop() {
       std::lock_guard<std::mutex> guard(forward_mu_);
       for (uint64_t id : cancels)
         for (auto& s : live_)
-          if (s->id == id && !s->done) finish(s.get(), "cancelled");
+          if (s->id == id && !s->done) finish(s.get(), FinishReason::Cancelled);
       double now = now_ms();
       for (auto& s : live_)
-        if (!s->done && s->req.max_tokens == 0) finish(s.get(), "length");
-        else if (!s->done && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), "timeout");
+        if (!s->done && s->req.max_tokens == 0) finish(s.get(), FinishReason::Length);
+        else if (!s->done && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), FinishReason::Timeout);
       try {
         worked = step();
       } catch (const std::exception& e) {
         // A failing step (a kernel error, a plugin error) fails the requests
         // it ran; the engine keeps serving the rest.
         std::string msg = e.what();
-        for (Seq* s : std::vector<Seq*>(running_)) finish(s, "error", msg);
+        for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, msg);
         worked = true;
       }
       std::erase_if(live_, [](const auto& s) { return s->done; });
@@ -174,11 +174,11 @@ void StepEngine::loop() {
   }
   std::lock_guard<std::mutex> guard(forward_mu_);
   for (auto& s : live_)
-    if (!s->done) finish(s.get(), "cancelled");
+    if (!s->done) finish(s.get(), FinishReason::Cancelled);
   live_.clear();
 }
 
-void StepEngine::finish(Seq* s, const std::string& reason, const std::string& error) {
+void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
   if (s->done) return;
   s->done = true;
   if (s->holds_cache) {
@@ -206,7 +206,7 @@ void StepEngine::finish(Seq* s, const std::string& reason, const std::string& er
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ++(reason == "cancelled" ? metrics_.cancelled : reason == "error" ? metrics_.failed : metrics_.finished);
+    ++(reason == FinishReason::Cancelled ? metrics_.cancelled : reason == FinishReason::Error ? metrics_.failed : metrics_.finished);
     metrics_.running = static_cast<int32_t>(running_.size());
     metrics_.waiting = static_cast<int32_t>(waiting_.size());
     if (stats.total_blocks > 0) metrics_.used_blocks = stats.total_blocks - stats.free_blocks;
@@ -285,9 +285,9 @@ void StepEngine::emit(Seq* s, int tok, double now, const float* row, int64_t voc
   }
   if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
   const bool stop_id = std::find(s->req.stop_ids.begin(), s->req.stop_ids.end(), tok) != s->req.stop_ids.end();
-  if (stop_id || (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids))) finish(s, "stop");
-  else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, "length");
-  else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, "context");
+  if (stop_id || (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids))) finish(s, FinishReason::Stop);
+  else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, FinishReason::Length);
+  else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, FinishReason::Context);
 }
 
 

@@ -131,7 +131,7 @@ class StepEngine {
   bool step();  // one scheduling round + forward; false when idle
   void note_step(const std::vector<Scheduled>& batch);
   void advance(const Scheduled& b, const float* row, int64_t vocab, double now);
-  void finish(Seq* s, const std::string& reason, const std::string& error = {});
+  void finish(Seq* s, FinishReason reason, const std::string& error = {});
   // step_planning.cpp: batch planning and admission.
   void fail_requests_larger_than_the_cache();
   std::vector<Scheduled> plan_builtin();

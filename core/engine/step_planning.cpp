@@ -16,7 +16,7 @@ void StepEngine::fail_requests_larger_than_the_cache() {
   const int32_t total_blocks = cache_.stats().total_blocks;
   for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end()))
     if ((static_cast<int64_t>(s->tokens.size()) + block_size_ - 1) / block_size_ > total_blocks)
-      finish(s, "error", "request of " + std::to_string(s->tokens.size()) + " tokens needs more than the whole KV cache (" +
+      finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens needs more than the whole KV cache (" +
                              std::to_string(total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens)");
 }
 
@@ -38,7 +38,7 @@ void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
   if (!cache_.allocate(s->id, n)) {
     if (cached > 0) cache_.release(s->id);
     if (running_.empty() && batch.empty())  // nothing will ever free a block for it
-      finish(s, "error", "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
+      finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
                              std::to_string(cache_.stats().total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens" +
                              (cache_.last_refusal().empty() ? "" : "; the cache manager says: " + cache_.last_refusal()) + ")");
     return;

@@ -150,7 +150,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       j["prompt_ids"] = batch[r].prompt;
       j["ids"] = res.tokens;
       j["text"] = tok ? decode_continuation(*tok, batch[r].prompt, res.tokens) : "";
-      j["finish_reason"] = res.finish_reason;
+      j["finish_reason"] = finish_reason_name(res.finish_reason);
       j["cached_tokens"] = res.cached_tokens;
       j["metrics"] = {{"ttft_ms", res.ttft_ms}, {"tpot_ms", res.tpot_ms()}, {"tokens_per_s", tps}};
       std::cout << j.dump() << "\n";
@@ -163,7 +163,7 @@ int cmd_generate(const std::vector<std::string>& args) {
         std::cout << "\n";
       }
       std::fprintf(stderr, "[%zu tokens, finish: %s, ttft %.2f ms, tpot %.3f ms, %.0f tokens/s]\n", res.tokens.size(),
-                   res.finish_reason.c_str(), res.ttft_ms, res.tpot_ms(), tps);
+                   finish_reason_name(res.finish_reason), res.ttft_ms, res.tpot_ms(), tps);
     }
   }
   return 0;

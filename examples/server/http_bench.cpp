@@ -48,14 +48,14 @@ GenerationResult stream_one(const std::string& url, const std::string& key, cons
         g.tokens.push_back(0);  // text pieces: one per streamed event
         g.e2e_ms = now;
       }
-      if (c.contains("finish_reason") && c["finish_reason"].is_string()) g.finish_reason = c["finish_reason"];
+      if (c.contains("finish_reason") && c["finish_reason"].is_string()) g.finish_reason = finish_reason_from_name(c["finish_reason"].get<std::string>());
     }
     return true;
   };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   if (!cli.send(req, res, err) || res.status != 200) {
-    g.finish_reason = "error";
+    g.finish_reason = FinishReason::Error;
     g.error = err != httplib::Error::Success ? "connection failed: " + httplib::to_string(err) : "HTTP " + std::to_string(res.status);
   }
   return g;
@@ -90,7 +90,7 @@ BenchResult run_workload_http(const std::string& url, const std::string& api_key
   int good = 0;
   for (size_t i = 0; i < n; ++i) {
     const auto& g = r.results[i];
-    if (g.finish_reason == "error" || g.tokens.empty()) {
+    if (g.finish_reason == FinishReason::Error || g.tokens.empty()) {
       ++r.failed;
       continue;
     }

@@ -151,7 +151,7 @@ TEST(Stories260K, StopsAtEosAndRespectsContext) {
   req.prompt = {1, 403, 407, 261, 378};
   req.max_tokens = 100;
   auto res = gen.generate({req});
-  EXPECT_EQ(res[0].finish_reason, "context");
+  EXPECT_EQ(res[0].finish_reason, FinishReason::Context);
   EXPECT_EQ(res[0].tokens.size(), 12u - 5u);
 }
 

@@ -142,7 +142,7 @@ TEST(Schedulers, PreemptionUnderASmallCacheLosesNothing) {
   EXPECT_GT(small->step_engine()->metrics().preemptions, 0);
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
-    EXPECT_EQ(b[i].finish_reason, "length");
+    EXPECT_EQ(b[i].finish_reason, FinishReason::Length);
   }
 }
 
@@ -186,13 +186,13 @@ TEST(Engine, CancelAndTimeoutFreeTheCache) {
   while (n < 5) std::this_thread::yield();
   e.cancel(id);
   auto r = f.get();
-  EXPECT_EQ(r.finish_reason, "cancelled");
+  EXPECT_EQ(r.finish_reason, FinishReason::Cancelled);
   EXPECT_LT(r.tokens.size(), 100000u);
   auto req = greedy(text(8, 2), 100000);
   req.timeout_ms = 20;
   std::future<GenerationResult> g;
   e.submit(req, {}, &g);
-  EXPECT_EQ(g.get().finish_reason, "timeout");
+  EXPECT_EQ(g.get().finish_reason, FinishReason::Timeout);
   // Everything was given back; the engine still serves.
   auto ok = s->generate({greedy(text(8, 3), 5)});
   EXPECT_EQ(ok[0].tokens.size(), 5u);

@@ -165,7 +165,7 @@ TEST(PagedCache, ExhaustionPreemptsWithoutLoss) {
   EXPECT_GT(tight->step_engine()->metrics().preemptions, 0);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
-    EXPECT_EQ(a[i].finish_reason, "length");
+    EXPECT_EQ(a[i].finish_reason, FinishReason::Length);
   }
   // A request that cannot fit even alone is an error, not a hang.
   auto tiny = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}, {"num_blocks", "2"}}));

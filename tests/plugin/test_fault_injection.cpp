@@ -47,13 +47,13 @@ TEST(FaultInjection, KernelFailingOnItsNthCallFailsThatStepOnlyAndTheEngineServe
   auto s = Session::create(with_faults({{"fail_on_call", "3"}}));  // prefill, decode, then failure
   auto* engine = s->step_engine();
   auto failed = run_all(*engine, {greedy(kPromptA, 10)})[0];
-  EXPECT_EQ(failed.finish_reason, "error");
+  EXPECT_EQ(failed.finish_reason, FinishReason::Error);
   EXPECT_NE(failed.error.find("fault::Sigmoid failed on call 3"), std::string::npos) << failed.error;
   EXPECT_NE(failed.error.find("fault-injection"), std::string::npos) << "the error names the plugin: " << failed.error;
   EXPECT_EQ(failed.tokens.size(), 2u);  // what the two good steps produced
   // The same engine, after the failure: two requests together, exact outputs.
   auto after = run_all(*engine, {greedy(kPromptA, 12), greedy(kPromptB, 12)});
-  EXPECT_EQ(after[0].finish_reason, "length");
+  EXPECT_EQ(after[0].finish_reason, FinishReason::Length);
   EXPECT_EQ(after[0].tokens, healthy(kPromptA, 12));
   EXPECT_EQ(after[1].tokens, healthy(kPromptB, 12));
   EXPECT_EQ(engine->metrics().used_blocks, 0) << "the failed request's KV blocks were not returned";
@@ -78,7 +78,7 @@ TEST(FaultInjection, CacheRefusingAllocationFailsTheLongRequestAndServesTheShort
   c.plugins.push_back(PluginSpec{SY_FAULT_PLUGIN, std::nullopt, "test"});
   auto s = Session::create(c);
   auto results = run_all(*s->step_engine(), {greedy(kPromptA, 40), greedy(kPromptB, 12), greedy(kPromptA, 10)});
-  EXPECT_EQ(results[0].finish_reason, "error");
+  EXPECT_EQ(results[0].finish_reason, FinishReason::Error);
   EXPECT_NE(results[0].error.find("does not fit the KV cache"), std::string::npos) << results[0].error;
   EXPECT_NE(results[0].error.find("refusing-paged: sequence would hold 25 tokens, over the configured 24"), std::string::npos) << results[0].error;
   EXPECT_EQ(results[1].tokens, healthy(kPromptB, 12));
@@ -108,9 +108,9 @@ TEST(FaultInjection, SlowKernelTimesOutTheImpatientRequestAndTheOthersFinishExac
   engine->submit(impatient, {}, &f1);
   engine->submit(greedy(kPromptB, 20), {}, &f2);
   GenerationResult r1 = f1.get(), r2 = f2.get();
-  EXPECT_EQ(r1.finish_reason, "timeout");
+  EXPECT_EQ(r1.finish_reason, FinishReason::Timeout);
   EXPECT_LT(r1.tokens.size(), 200u);
-  EXPECT_EQ(r2.finish_reason, "length");
+  EXPECT_EQ(r2.finish_reason, FinishReason::Length);
   EXPECT_EQ(r2.tokens, healthy(kPromptB, 20));
 }
 
