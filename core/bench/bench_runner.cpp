@@ -65,6 +65,36 @@ double measure_read_bandwidth_gbs(int threads) {
   return best;
 }
 
+void compute_serving_metrics(BenchResult& r, const Workload& w) {
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t out_tokens = 0, in_tokens = 0;
+  int good = 0;
+  r.completed = r.failed = 0;
+  for (size_t i = 0; i < r.results.size(); ++i) {
+    const GenerationResult& g = r.results[i];
+    if (g.finish_reason == FinishReason::Error || g.tokens.empty()) {
+      ++r.failed;
+      continue;
+    }
+    ++r.completed;
+    out_tokens += static_cast<int64_t>(g.tokens.size());
+    in_tokens += static_cast<int64_t>(w.requests[i].request.prompt.size());
+    ttft.push_back(g.ttft_ms);
+    e2e.push_back(g.e2e_ms);
+    if (g.tokens.size() > 1) tpot.push_back(g.tpot_ms());
+    for (size_t k = 1; k < g.token_ms.size(); ++k) itl.push_back(g.token_ms[k] - g.token_ms[k - 1]);
+    good += (w.slo.ttft_ms <= 0 || g.ttft_ms <= w.slo.ttft_ms) && (w.slo.tpot_ms <= 0 || g.tpot_ms() <= w.slo.tpot_ms);
+  }
+  r.ttft_ms = percentiles(ttft);
+  r.tpot_ms = percentiles(tpot);
+  r.itl_ms = percentiles(itl);
+  r.e2e_ms = percentiles(e2e);
+  r.request_throughput = r.completed / r.duration_s;
+  r.output_throughput = static_cast<double>(out_tokens) / r.duration_s;
+  r.total_token_throughput = static_cast<double>(out_tokens + in_tokens) / r.duration_s;
+  r.goodput = good / r.duration_s;
+}
+
 BenchResult run_workload(Session& session, const Workload& w, const std::string& profile, bool progress) {
   StepEngine* engine = session.step_engine();
   SY_CHECK(engine, "profile '" << profile << "': bench drives the step engine; select a cache manager ('cache:') and the "
@@ -122,34 +152,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
   r.engine = after;
   r.timeline.emplace_back(r.duration_s, after.generated_tokens - before.generated_tokens, after.used_blocks);
 
-  // Serving metrics as vLLM's benchmark defines them.
-  std::vector<double> ttft, tpot, itl, e2e;
-  int64_t out_tokens = 0, in_tokens = 0;
-  int good = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const GenerationResult& g = r.results[i];
-    if (g.finish_reason == FinishReason::Error || g.tokens.empty()) {
-      ++r.failed;
-      continue;
-    }
-    ++r.completed;
-    out_tokens += static_cast<int64_t>(g.tokens.size());
-    in_tokens += static_cast<int64_t>(w.requests[i].request.prompt.size());
-    ttft.push_back(g.ttft_ms);
-    e2e.push_back(g.e2e_ms);
-    if (g.tokens.size() > 1) tpot.push_back(g.tpot_ms());
-    for (size_t k = 1; k < g.token_ms.size(); ++k) itl.push_back(g.token_ms[k] - g.token_ms[k - 1]);
-    bool ok = (w.slo.ttft_ms <= 0 || g.ttft_ms <= w.slo.ttft_ms) && (w.slo.tpot_ms <= 0 || g.tpot_ms() <= w.slo.tpot_ms);
-    good += ok;
-  }
-  r.ttft_ms = percentiles(ttft);
-  r.tpot_ms = percentiles(tpot);
-  r.itl_ms = percentiles(itl);
-  r.e2e_ms = percentiles(e2e);
-  r.request_throughput = r.completed / r.duration_s;
-  r.output_throughput = static_cast<double>(out_tokens) / r.duration_s;
-  r.total_token_throughput = static_cast<double>(out_tokens + in_tokens) / r.duration_s;
-  r.goodput = good / r.duration_s;
+  compute_serving_metrics(r, w);
   double used_sum = 0;
   int32_t used_peak = 0;
   for (const auto& [t, g, used] : r.timeline) {

@@ -37,6 +37,12 @@ struct BenchResult {
   int completed = 0, failed = 0;
 };
 
+// The serving metrics as vLLM's benchmark defines them (TTFT, TPOT, ITL and
+// E2E percentiles, request/output/total throughput, goodput under the
+// workload's SLOs, completed and failed), from r.results and r.duration_s.
+// The one definition: the in-process bench and `bench --url` both use it.
+void compute_serving_metrics(BenchResult& r, const Workload& w);
+
 // Memory-read bandwidth (GB/s), measured the way a decode step reads its
 // weights: `threads` threads each summing their share of a 1 GiB buffer
 // (far past the caches); best of a few runs.

@@ -85,32 +85,7 @@ BenchResult run_workload_http(const std::string& url, const std::string& api_key
   for (auto& t : clients) t.join();
   if (progress) std::fprintf(stderr, "\n");
   r.duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::vector<double> ttft, tpot, itl, e2e;
-  int64_t out = 0, in = 0;
-  int good = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const auto& g = r.results[i];
-    if (g.finish_reason == FinishReason::Error || g.tokens.empty()) {
-      ++r.failed;
-      continue;
-    }
-    ++r.completed;
-    out += static_cast<int64_t>(g.tokens.size());
-    in += static_cast<int64_t>(w.requests[i].request.prompt.size());
-    ttft.push_back(g.ttft_ms);
-    e2e.push_back(g.e2e_ms);
-    if (g.tokens.size() > 1) tpot.push_back(g.tpot_ms());
-    for (size_t k = 1; k < g.token_ms.size(); ++k) itl.push_back(g.token_ms[k] - g.token_ms[k - 1]);
-    good += (w.slo.ttft_ms <= 0 || g.ttft_ms <= w.slo.ttft_ms) && (w.slo.tpot_ms <= 0 || g.tpot_ms() <= w.slo.tpot_ms);
-  }
-  r.ttft_ms = percentiles(ttft);
-  r.tpot_ms = percentiles(tpot);
-  r.itl_ms = percentiles(itl);
-  r.e2e_ms = percentiles(e2e);
-  r.request_throughput = r.completed / r.duration_s;
-  r.output_throughput = static_cast<double>(out) / r.duration_s;
-  r.total_token_throughput = static_cast<double>(out + in) / r.duration_s;
-  r.goodput = good / r.duration_s;
+  compute_serving_metrics(r, w);
   return r;
 }
 
