@@ -1,4 +1,4 @@
-// switchyard serve: the OpenAI-compatible server (examples/server) over the
+// switchyard serve: the OpenAI-compatible server (tools/server) over the
 // embedding API.
 #include <boost/program_options.hpp>
 #include <cstdio>
