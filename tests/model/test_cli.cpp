@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "test_support.h"
@@ -86,8 +87,11 @@ TEST(Cli, EvalPerplexityEqualsTheOneComputedFromLogitsOneByOne) {
   std::ofstream(text) << "Once upon a time, there was a little girl named Lily. She loved to play.";
   const std::string manifest = sy::test::source_dir() + "/examples/manifests/stories.yaml";
   const std::string out = (dir.path / "eval.json").string();
-  sy::test::ShellResult r = run("eval --manifest " + manifest + " --profile prefix --baseline paged --text " + text +
-                                " --max-tokens 14 --out " + out);
+  // The manifest finds the plugins through SWITCHYARD_PLUGIN_DIR: the ones
+  // built beside this CLI, whatever the build folder is called.
+  const std::string plugins = (std::filesystem::path(SWITCHYARD_CLI).parent_path() / "plugins").string();
+  sy::test::ShellResult r = sy::test::shell("SWITCHYARD_PLUGIN_DIR=" + plugins + " " + std::string(SWITCHYARD_CLI) + " eval --manifest " +
+                                            manifest + " --profile prefix --baseline paged --text " + text + " --max-tokens 14 --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;
   auto e = sy::test::read_json(out);
   ASSERT_EQ(e["tokens"], 14);
