@@ -12,12 +12,18 @@ const Tensor& KernelContext::input(int i) const {
   return *inputs[i];
 }
 
+// A node may declare fewer outputs than its kernel writes (a hostile or
+// broken model: a Div with no output): an error, never a write past the end.
 Tensor& KernelContext::allocate_output(int i, DType dtype, const Shape& shape) {
+  SY_CHECK(i >= 0 && i < num_outputs, "output " << i << " does not exist: the node has " << num_outputs << " output(s)");
   outputs[i] = device == Device::CPU ? pool->allocate(dtype, shape) : backend->allocate(dtype, shape);
   return outputs[i];
 }
 
-void KernelContext::set_output(int i, Tensor t) { outputs[i] = std::move(t); }
+void KernelContext::set_output(int i, Tensor t) {
+  SY_CHECK(i >= 0 && i < num_outputs, "output " << i << " does not exist: the node has " << num_outputs << " output(s)");
+  outputs[i] = std::move(t);
+}
 
 const Tensor* KernelCreateInfo::constant_input(int i) const {
   if (i >= static_cast<int>(node.inputs.size()) || node.inputs[static_cast<size_t>(i)] == kNoValue) return nullptr;
