@@ -265,6 +265,19 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     // the 1.1 fields (zero when the caller's struct predates them).
     sy_sampling_params sp{};
     if (p->sampling_params) {
+      // Two sources for one setting would silently drop one: refuse it.
+      const char* both = p->sampling.temperature != 0.f ? "sampling.temperature"
+                         : p->sampling.top_k != 0       ? "sampling.top_k"
+                         : p->sampling.top_p != 0.f     ? "sampling.top_p"
+                         : p->sampling.seed != 0        ? "sampling.seed"
+                         : p->presence_penalty != 0.f   ? "presence_penalty"
+                         : p->frequency_penalty != 0.f  ? "frequency_penalty"
+                         : p->repetition_penalty != 0.f ? "repetition_penalty"
+                         : p->min_p != 0.f              ? "min_p"
+                                                        : nullptr;
+      if (both)
+        return fail(SY_API_INVALID_ARGUMENT, std::string("sy_submit: params.") + both +
+                                                 " is set together with params.sampling_params, which replaces it: set one");
       sp = read_struct(p->sampling_params, SY_SIZE_THROUGH(sy_sampling_params, seed), "sy_submit: params.sampling_params");
     } else {
       sp.temperature = p->sampling.temperature;

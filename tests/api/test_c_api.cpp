@@ -218,6 +218,13 @@ TEST(CApi, GrowableSamplingParametersEqualTheFrozenOnesAndOldParamsStillWork) {
   EXPECT_EQ(run_ids(eng.e, q), frozen);
   sp.seed = 99;  // and it is really read
   EXPECT_NE(run_ids(eng.e, q), frozen);
+  // Both sources for one setting: refused by name, not one silently dropped.
+  q.min_p = 0.05f;
+  sy_request* r = nullptr;
+  EXPECT_EQ(sy_submit(eng.e, &q, &r), SY_API_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sy_last_error()).find("params.min_p is set together with params.sampling_params"), std::string::npos)
+      << sy_last_error();
+  q.min_p = 0.f;
 
   // A 1.0 caller's params end at `user`: the library reads no further.
   std::vector<unsigned char> buf(sizeof(sy_request_params), 0xFF);  // garbage after the 1.0 fields

@@ -204,7 +204,8 @@ typedef struct sy_request_params {
   void (*on_logprobs)(void* user, const struct sy_token_logprobs* logprobs);
   /* ---- 1.2 ---- */
   /* When set, replaces `sampling` and the 1.1 penalty and min_p fields
-   * above. Copied by sy_submit. */
+   * above, which must then be zero (SY_API_INVALID_ARGUMENT naming the
+   * field otherwise). Copied by sy_submit. */
   const sy_sampling_params* sampling_params;
 } sy_request_params;
 
