@@ -665,12 +665,7 @@ class PluginBuilder {
   void scheduler(const std::string& name, const std::string& version, const std::string& description,
                  const std::vector<OptionSpec>& options = {}) {
     using T = detail::SchedulerTrampolines<S>;
-    sy_scheduler_desc d{};
-    d.struct_size = sizeof(sy_scheduler_desc);
-    d.name = keep(name);
-    d.version = keep(version);
-    d.description = keep(description);
-    set_options(options, d.options, d.num_options);
+    sy_scheduler_desc d = named<sy_scheduler_desc>(name, version, description, options);
     d.create = &T::create;
     d.plan = &T::plan;
     d.destroy = &T::destroy;
@@ -693,12 +688,7 @@ class PluginBuilder {
   void cache(const std::string& name, const std::string& version, const std::string& description,
              const std::vector<OptionSpec>& options = {}) {
     using T = detail::CacheTrampolines<C>;
-    sy_cache_desc d{};
-    d.struct_size = sizeof(sy_cache_desc);
-    d.name = keep(name);
-    d.version = keep(version);
-    d.description = keep(description);
-    set_options(options, d.options, d.num_options);
+    sy_cache_desc d = named<sy_cache_desc>(name, version, description, options);
     d.create = &T::create;
     d.allocate = &T::allocate;
     d.release = &T::release;
@@ -728,12 +718,7 @@ class PluginBuilder {
   void drafter(const std::string& name, const std::string& version, const std::string& description,
                const std::vector<OptionSpec>& options = {}) {
     using T = detail::DrafterTrampolines<D>;
-    sy_drafter_desc d{};
-    d.struct_size = sizeof(sy_drafter_desc);
-    d.name = keep(name);
-    d.version = keep(version);
-    d.description = keep(description);
-    set_options(options, d.options, d.num_options);
+    sy_drafter_desc d = named<sy_drafter_desc>(name, version, description, options);
     d.create = &T::create;
     d.propose = &T::propose;
     if constexpr (detail::has_accepted<D>::value) d.accepted = &T::accepted;
@@ -784,6 +769,19 @@ class PluginBuilder {
   }
 
  private:
+  // The common head of a component descriptor: size, name, version,
+  // description and options (kept alive by the builder).
+  template <typename Desc>
+  Desc named(const std::string& name, const std::string& version, const std::string& description,
+             const std::vector<OptionSpec>& options) {
+    Desc d{};
+    d.struct_size = sizeof(Desc);
+    d.name = keep(name);
+    d.version = keep(version);
+    d.description = keep(description);
+    set_options(options, d.options, d.num_options);
+    return d;
+  }
   void set_options(const std::vector<OptionSpec>& specs, const sy_option_desc* const*& out, int32_t& count) {
     auto& ptrs = option_ptr_lists_.emplace_back();
     for (const auto& s : specs) {
