@@ -151,7 +151,9 @@ void Session::create_step_engine() {
   if (scheduler_) scheduler_instance_ = std::make_unique<PluginScheduler>(*scheduler_->entry, scheduler_->options, host_.get());
   step_engine_ = std::make_unique<StepEngine>(*model_, *cache_manager_, scheduler_instance_.get(),
                                               StepEngineOptions{config_.max_batch_tokens, config_.max_seqs,
-                                                                config_.limits.max_prompt_tokens, config_.limits.max_queue});
+                                                                config_.limits.max_prompt_tokens, config_.limits.max_queue,
+                                                                static_cast<int>(std::max<int64_t>(1, config_.limits.max_plugin_failures)),
+                                                                config_.scheduler && config_.scheduler->on_failure == "builtin"});
 }
 
 // A plugin drafter, or the built-in draft model (its path relative to the manifest).

@@ -70,6 +70,7 @@ uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callback
   {
     std::lock_guard<std::mutex> lock(mu_);
     SY_CHECK(!stop_, "the engine is shutting down");
+    SY_CHECK_KIND(out_of_service_.empty(), ErrorKind::PluginFailure, out_of_service_);
     // Every submitted request ends in finish(), which counts it under mu_.
     const int64_t queued = submitted_ - (metrics_.finished + metrics_.cancelled + metrics_.failed);
     SY_CHECK(options_.max_queue <= 0 || queued < options_.max_queue,
@@ -150,21 +151,19 @@ void StepEngine::loop() {
       std::lock_guard<std::mutex> guard(forward_mu_);
       for (uint64_t id : cancels)
         for (auto& s : live_)
-          if (s->id == id && !s->done) finish(s.get(), FinishReason::Cancelled);
+          if (s->id == id && !s->finished()) finish(s.get(), FinishReason::Cancelled);
       double now = now_ms();
       for (auto& s : live_)
-        if (!s->done && s->req.max_tokens == 0) finish(s.get(), FinishReason::Length);
-        else if (!s->done && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), FinishReason::Timeout);
+        if (!s->finished() && s->req.max_tokens == 0) finish(s.get(), FinishReason::Length);
+        else if (!s->finished() && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), FinishReason::Timeout);
       try {
         worked = step();
+        failed_steps_ = 0;
       } catch (const std::exception& e) {
-        // A failing step (a kernel error, a plugin error) fails the requests
-        // it ran; the engine keeps serving the rest.
-        std::string msg = e.what();
-        for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, msg);
+        fail_step(e.what());
         worked = true;
       }
-      std::erase_if(live_, [](const auto& s) { return s->done; });
+      std::erase_if(live_, [](const auto& s) { return s->finished(); });
     }
     if (!worked) {
       // Nothing ran (a batching window is open): wait for news briefly.
@@ -174,18 +173,47 @@ void StepEngine::loop() {
   }
   std::lock_guard<std::mutex> guard(forward_mu_);
   for (auto& s : live_)
-    if (!s->done) finish(s.get(), FinishReason::Cancelled);
+    if (!s->finished()) finish(s.get(), FinishReason::Cancelled);
   live_.clear();
 }
 
+// A step that threw (a kernel, or a plugin call that concerns the whole
+// step: the cache's statistics, a scheduler out of retries) fails the
+// requests it was running; the engine serves on. A step that keeps failing
+// before anything runs would leave the waiting requests queued forever
+// behind it: after max_plugin_failures such steps in a row they fail too,
+// with the same message.
+void StepEngine::fail_step(const std::string& msg) {
+  const bool ran_something = !running_.empty();
+  for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, msg);
+  if (ran_something) {
+    failed_steps_ = 0;
+    return;
+  }
+  if (++failed_steps_ < options_.max_plugin_failures) return;
+  for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end()))
+    finish(s, FinishReason::Error, msg + " (the step failed " + std::to_string(failed_steps_) + " times in a row before running anything)");
+  failed_steps_ = 0;
+}
+
+void StepEngine::note_plugin_failure(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++metrics_.plugin_failures;
+  metrics_.last_plugin_failure = msg;
+}
+
 void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
-  if (s->done) return;
-  s->done = true;
+  if (s->finished()) return;
+  s->state = SeqState::Finished;
   if (s->holds_cache) {
     try {
       cache_.release(s->id);
-    } catch (const std::exception&) {
-      // The cache manager lost track of it; nothing more to free here.
+    } catch (const std::exception& e) {
+      // The request's result stands (its tokens are all there); the cache
+      // manager may have kept its blocks. Recorded, so that a later request
+      // the cache then cannot hold is told why.
+      cache_failed_ = e.what();
+      note_plugin_failure(e.what());
     }
     s->holds_cache = false;
   }
@@ -194,7 +222,8 @@ void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
   if (drafter_) {
     try {
       drafter_->release(s->id);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      note_plugin_failure(e.what());
     }
   }
   s->result.finish_reason = reason;
@@ -225,9 +254,13 @@ bool StepEngine::step() {
   if (waiting_.empty() && running_.empty()) return false;
   fail_requests_larger_than_the_cache();
   const size_t live_before = waiting_.size() + running_.size();
-  std::vector<Scheduled> batch = scheduler_ ? plan_with_plugin() : plan_builtin();
+  std::vector<Scheduled> batch = plan();
   if (batch.empty()) return waiting_.size() + running_.size() != live_before;  // a failed admission is progress
-  if (drafter_) add_drafts(batch);
+  if (drafter_) {
+    add_drafts(batch);
+    std::erase_if(batch, [](const Scheduled& b) { return b.seq->finished(); });  // its drafter failed it
+    if (batch.empty()) return true;
+  }
   note_step(batch);
   const SampledRows sampled = sampled_rows(batch);
   const Tensor logits = forward(batch, sampled.rows);
@@ -246,7 +279,7 @@ bool StepEngine::step() {
 void StepEngine::advance(const Scheduled& b, const float* row, int64_t V, double now) {
   Seq* s = b.seq;
   s->computed += b.tokens;
-  cache_.commit(s->id, s->tokens.data(), s->computed);
+  if (!contained(s, [&] { cache_.commit(s->id, s->tokens.data(), s->computed); })) return;
   if (s->computed < static_cast<int32_t>(s->tokens.size())) return;  // more prompt chunks to go
   emit(s, s->sampler.sample(row, static_cast<int>(V)), now, row, V);
 }

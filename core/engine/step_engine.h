@@ -32,6 +32,14 @@ struct StepEngineOptions {
   int max_seqs = 64;           // sequences per forward pass
   int64_t max_prompt_tokens = 0;  // 0: the model's context
   int64_t max_queue = 0;          // requests waiting or running at once (0: no limit)
+  // A plugin component the whole step depends on (the scheduler) that fails
+  // this many steps in a row is taken out of service; so is a step that
+  // keeps failing before it runs anything (see fail_step).
+  int max_plugin_failures = 3;
+  // A scheduler plugin taken out of service: false fails the queued
+  // requests with its message and refuses new ones (the session is out of
+  // service); true serves on with the built-in continuous batcher.
+  bool scheduler_fallback_builtin = false;
 };
 
 struct StepEngineMetrics {
@@ -55,6 +63,11 @@ struct StepEngineMetrics {
   // 1 + accepted / drafts: tokens emitted per verification step.
   double spec_mean_accepted_length() const { return spec_drafts ? 1.0 + static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_drafts) : 0; }
   int64_t finished = 0, cancelled = 0, failed = 0;
+  // Plugin failures that failed no request: a scheduler's plan that failed
+  // (it is asked again), a cache release or drafter release at a request's
+  // end; and the last one's message (it names the plugin).
+  int64_t plugin_failures = 0;
+  std::string last_plugin_failure;
   int32_t total_blocks = 0;
   int32_t used_blocks = 0;
   int32_t peak_used_blocks = 0;
@@ -132,8 +145,16 @@ class StepEngine {
   void note_step(const std::vector<Scheduled>& batch);
   void advance(const Scheduled& b, const float* row, int64_t vocab, double now);
   void finish(Seq* s, FinishReason reason, const std::string& error = {});
+  void fail_step(const std::string& msg);
+  void note_plugin_failure(const std::string& msg);  // into the metrics
+  // Runs f, a plugin call that concerns only sequence s (its cache
+  // allocation, commit, release or drafts): if it throws, s fails with the
+  // plugin's message and the step goes on without it. Returns false then.
+  template <typename F>
+  bool contained(Seq* s, F&& f);
   // step_planning.cpp: batch planning and admission.
   void fail_requests_larger_than_the_cache();
+  std::vector<Scheduled> plan();  // the plugin's (contained) or the built-in one
   std::vector<Scheduled> plan_builtin();
   std::vector<Scheduled> plan_with_plugin();
   void admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch);
@@ -155,7 +176,10 @@ class StepEngine {
 
   DecoderModel& model_;
   PluginCacheManager& cache_;
-  PluginScheduler* scheduler_;
+  PluginScheduler* scheduler_;  // null: the built-in batcher (also after a fallback)
+  int32_t scheduler_failures_ = 0;  // consecutive failed plans
+  int32_t failed_steps_ = 0;        // consecutive steps that failed before running anything
+  std::string cache_failed_;        // the cache manager's last failed release (its blocks may be lost)
   Drafter* drafter_ = nullptr;
   int32_t spec_k_ = 0;
   StepEngineOptions options_;
@@ -173,6 +197,7 @@ class StepEngine {
   bool recording_ = false;
   std::vector<StepRecord> records_;
   bool stop_ = false;
+  std::string out_of_service_;  // why submit refuses every request ("" : in service)
   uint64_t next_id_ = 1;
   std::thread thread_;
   std::mutex forward_mu_;  // the model runs one forward at a time

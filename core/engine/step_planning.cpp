@@ -21,9 +21,11 @@ void StepEngine::fail_requests_larger_than_the_cache() {
 }
 
 void StepEngine::preempt(Seq* s) {
-  if (s->holds_cache) cache_.release(s->id);
+  // A cache manager that cannot free the sequence fails it (finish lets go).
+  if (s->holds_cache && !contained(s, [&] { cache_.release(s->id); })) return;
   s->holds_cache = false;
   s->computed = 0;
+  s->state = SeqState::Waiting;
   std::erase(running_, s);
   waiting_.push_front(s);
   std::lock_guard<std::mutex> lock(mu_);
@@ -33,17 +35,24 @@ void StepEngine::preempt(Seq* s) {
 // Moves a waiting sequence into the step: prefix reuse, then room for `tokens`.
 // Returns without change when the cache cannot hold them.
 void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
-  int32_t cached = cache_.match_prefix(s->id, s->tokens);
+  int32_t cached = 0;
+  if (!contained(s, [&] { cached = cache_.match_prefix(s->id, s->tokens); })) return;
+  s->holds_cache = cached > 0;
   int32_t n = std::min(tokens, static_cast<int32_t>(s->tokens.size()) - cached);
-  if (!cache_.allocate(s->id, n)) {
-    if (cached > 0) cache_.release(s->id);
+  bool room = false;
+  if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) return;
+  if (!room) {
+    if (cached > 0 && !contained(s, [&] { cache_.release(s->id); })) return;
+    s->holds_cache = false;
     if (running_.empty() && batch.empty())  // nothing will ever free a block for it
       finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
                              std::to_string(cache_.stats().total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens" +
-                             (cache_.last_refusal().empty() ? "" : "; the cache manager says: " + cache_.last_refusal()) + ")");
+                             (cache_.last_refusal().empty() ? "" : "; the cache manager says: " + cache_.last_refusal()) +
+                             (cache_failed_.empty() ? "" : "; the cache manager failed earlier: " + cache_failed_) + ")");
     return;
   }
   s->holds_cache = true;
+  s->state = SeqState::Running;
   if (s->result.tokens.empty() && s->computed == 0) {
     s->result.cached_tokens = cached;
     std::lock_guard<std::mutex> lock(mu_);
@@ -55,6 +64,39 @@ void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
   batch.push_back({s, n});
 }
 
+// The scheduler plugin's plan, contained: a failed plan runs nothing this
+// step (the requests stay queued, the plan is asked again next step); after
+// max_plugin_failures failures in a row the scheduler is out of service:
+// the engine serves on with the built-in batcher when the manifest allows
+// (scheduler.on_failure: builtin), or fails every queued request with the
+// plugin's message and refuses new ones.
+std::vector<StepEngine::Scheduled> StepEngine::plan() {
+  if (!scheduler_) return plan_builtin();
+  try {
+    std::vector<Scheduled> batch = plan_with_plugin();
+    scheduler_failures_ = 0;
+    return batch;
+  } catch (const std::exception& e) {
+    const std::string msg = scheduler_->label() + ": " + e.what();
+    if (++scheduler_failures_ < options_.max_plugin_failures) {
+      note_plugin_failure(msg);
+      return {};
+    }
+    const std::string why = msg + " (failed " + std::to_string(scheduler_failures_) + " steps in a row: the scheduler is out of service" +
+                            (options_.scheduler_fallback_builtin ? "; serving on with the built-in batcher)" : ")");
+    note_plugin_failure(why);
+    if (!options_.scheduler_fallback_builtin) {
+      std::lock_guard<std::mutex> lock(mu_);
+      out_of_service_ = why;
+    }
+    scheduler_ = nullptr;
+    if (options_.scheduler_fallback_builtin) return plan_builtin();
+    for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, why);
+    for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end())) finish(s, FinishReason::Error, why);
+    return {};
+  }
+}
+
 std::vector<StepEngine::Scheduled> StepEngine::plan_builtin() {
   std::vector<Scheduled> batch;
   int32_t budget = options_.max_batch_tokens;
@@ -62,7 +104,9 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_builtin() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Seq* s = running_[i];
     int32_t n = std::min(budget, s->remaining());
-    if (cache_.allocate(s->id, n)) {
+    bool room = false;
+    if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) continue;  // failed: it left running_
+    if (room) {
       batch.push_back({s, n});
       budget -= n;
       ++i;
@@ -76,7 +120,9 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_builtin() {
   // Then admit waiting sequences, oldest first.
   while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < options_.max_seqs) {
     size_t before = batch.size();
-    admit(waiting_.front(), budget, batch);
+    Seq* s = waiting_.front();
+    admit(s, budget, batch);
+    if (s->finished()) continue;        // failed (its cache call, or too large): on to the next
     if (batch.size() == before) break;  // no room in the cache
     budget -= batch.back().tokens;
   }
@@ -88,9 +134,13 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
     sy_sched_seq v{};
     v.id = s->id;
     v.state = state;
-    v.prompt_len = static_cast<int32_t>(state == SY_SEQ_RUNNING ? s->req.prompt.size() : s->tokens.size());
+    // One meaning per field whatever the state (before ABI 1.3 a waiting
+    // sequence's prompt_len included its generated tokens, so the natural
+    // prompt_len + generated - computed_len double-counted a preempted one).
+    v.prompt_len = static_cast<int32_t>(s->req.prompt.size());
     v.computed_len = s->computed;
     v.generated = static_cast<int32_t>(s->result.tokens.size());
+    v.remaining_tokens = s->remaining();
     v.max_tokens = s->req.max_tokens;
     v.priority = s->req.priority;
     int32_t have = (s->computed + block_size_ - 1) / block_size_;
@@ -148,7 +198,9 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
     Seq* s = by_id[d.seq_id];
     if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;
     int32_t n = std::min(d.num_tokens, s->remaining());
-    if (cache_.allocate(s->id, n)) {
+    bool room = false;
+    if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) continue;
+    if (room) {
       batch.push_back({s, n});
     } else {
       // The cache disagrees with the plan: preempt this one, recompute later.
@@ -162,6 +214,7 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
     if (static_cast<int>(running_.size()) >= options_.max_seqs) break;
     size_t before = batch.size();
     admit(s, d.num_tokens, batch);
+    if (s->finished()) continue;
     if (batch.size() == before) break;
   }
   return batch;

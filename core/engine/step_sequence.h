@@ -10,21 +10,39 @@
 
 namespace sy {
 
+// Where a sequence is: queued for admission (new, or preempted and to be
+// recomputed), running (holding KV in the cache), or finished (its promise
+// is set; it leaves live_ at the end of the step). waiting_ and running_
+// keep the order of the first two; the state says which one a sequence is in.
+enum class SeqState { Waiting, Running, Finished };
+
 struct StepEngine::Seq {
   uint64_t id = 0;
+  SeqState state = SeqState::Waiting;
   GenerationRequest req;
   Callbacks callbacks;
   std::promise<GenerationResult> promise;
   std::vector<int32_t> tokens;  // prompt + generated
   int32_t computed = 0;         // tokens whose KV is in the cache
-  bool holds_cache = false;
-  bool done = false;
+  bool holds_cache = false;  // the cache manager has blocks for it (running, or matched a prefix while being admitted)
   double arrival_ms = 0;
   Sampler sampler{SamplingParams{}};
   GenerationResult result;
   std::vector<int32_t> drafts;               // this step's proposals (appended to tokens)
   std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
+  bool finished() const { return state == SeqState::Finished; }
 };
+
+template <typename F>
+bool StepEngine::contained(Seq* s, F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    finish(s, FinishReason::Error, e.what());
+    return false;
+  }
+}
 
 }  // namespace sy

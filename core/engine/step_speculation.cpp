@@ -21,7 +21,9 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
                              options_.max_batch_tokens - used});
     if (room <= 0) continue;
     std::vector<std::vector<double>> q;
-    std::vector<int32_t> d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q);
+    std::vector<int32_t> d;
+    // A failing drafter fails the sequence it drafted for, not the step.
+    if (!contained(s, [&] { d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q); })) continue;
     if (d.empty()) continue;
     if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
     // A drafter is a plugin: its proposals are input like any other. An id
@@ -35,13 +37,18 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
                                    std::to_string(model_.vocab_size()) + "; draft dropped";
       continue;
     }
-    SY_CHECK_KIND(q.empty() || q.size() >= d.size(), ErrorKind::PluginFailure,
-                  "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
-    for (const auto& row : q)
-      SY_CHECK_KIND(static_cast<int64_t>(row.size()) == model_.vocab_size(), ErrorKind::PluginFailure,
-                    "drafter returned a draft distribution over " << row.size() << " tokens; the model's vocabulary has "
-                                                                   << model_.vocab_size());
-    if (!cache_.allocate(s->id, static_cast<int32_t>(d.size()))) continue;  // no room: decode without drafts
+    const bool well_formed = contained(s, [&] {
+      SY_CHECK_KIND(q.empty() || q.size() >= d.size(), ErrorKind::PluginFailure,
+                    "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
+      for (const auto& row : q)
+        SY_CHECK_KIND(static_cast<int64_t>(row.size()) == model_.vocab_size(), ErrorKind::PluginFailure,
+                      "drafter returned a draft distribution over " << row.size() << " tokens; the model's vocabulary has "
+                                                                     << model_.vocab_size());
+    });
+    if (!well_formed) continue;
+    bool room_for_drafts = false;
+    if (!contained(s, [&] { room_for_drafts = cache_.allocate(s->id, static_cast<int32_t>(d.size())); })) continue;
+    if (!room_for_drafts) continue;  // no room: decode without drafts
     s->drafts = d;
     s->draft_q = std::move(q);
     s->tokens.insert(s->tokens.end(), d.begin(), d.end());
@@ -97,12 +104,15 @@ void StepEngine::finish_drafted_step(Seq* s, const float* rows, int64_t V, doubl
   const auto accepted = static_cast<int32_t>(emitted.size()) - 1;
   s->tokens.resize(s->tokens.size() - s->drafts.size());
   s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
-  cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
-  cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
   const auto proposed = static_cast<int32_t>(s->drafts.size());
   s->drafts.clear();
   s->draft_q.clear();
-  drafter_->accepted(s->id, proposed, accepted);
+  const bool rolled_back = contained(s, [&] {
+    cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
+    cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
+    drafter_->accepted(s->id, proposed, accepted);
+  });
+  if (!rolled_back) return;
   {
     std::lock_guard<std::mutex> mlock(mu_);
     ++metrics_.spec_drafts;
@@ -112,7 +122,7 @@ void StepEngine::finish_drafted_step(Seq* s, const float* rows, int64_t V, doubl
     for (int32_t pos = 0; pos < accepted; ++pos) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(pos)];
   }
   for (size_t j = 0; j < emitted.size(); ++j) {
-    if (s->done) break;  // a stop token ends the sequence; the rest is dropped
+    if (s->finished()) break;  // a stop token ends the sequence; the rest is dropped
     emit(s, emitted[j], now, rows + static_cast<int64_t>(j) * V, V);  // token j was chosen from row j
   }
   // The last emitted token's KV is computed next step; earlier ones are in the cache.

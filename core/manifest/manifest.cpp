@@ -105,8 +105,8 @@ void check_keys(const Ctx& c, const YAML::Node& map, const std::set<std::string>
   }
 }
 
-// "name" or {name: x, options: {...}}
-ComponentSelection component(const Ctx& c, const YAML::Node& n, const std::string& key) {
+// "name" or {name: x, options: {...}} (a scheduler also on_failure: fail|builtin)
+ComponentSelection component(const Ctx& c, const YAML::Node& n, const std::string& key, bool scheduler = false) {
   ComponentSelection sel;
   sel.where = c.at(n, key);
   if (n.IsScalar()) {
@@ -114,8 +114,14 @@ ComponentSelection component(const Ctx& c, const YAML::Node& n, const std::strin
     return sel;
   }
   SY_CHECK(n.IsMap(), c.at(n, key) << ": expected a name or a map with 'name' and 'options'");
-  check_keys(c, n, {"name", "options"}, key);
+  if (scheduler) check_keys(c, n, {"name", "options", "on_failure"}, key);
+  else check_keys(c, n, {"name", "options"}, key);
   SY_CHECK(n["name"], c.at(n, key) << ": missing 'name'");
+  if (const YAML::Node& f = n["on_failure"]) {
+    sel.on_failure = scalar(c, f, key + ".on_failure");
+    SY_CHECK(sel.on_failure == "fail" || sel.on_failure == "builtin",
+             c.at(f, key + ".on_failure") << ": expected 'fail' or 'builtin', got '" << sel.on_failure << "'");
+  }
   sel.name = scalar(c, n["name"], key + ".name");
   if (const YAML::Node& o = n["options"]) {
     SY_CHECK(o.IsMap(), c.at(o, key + ".options") << ": expected a map of option: value");
@@ -148,7 +154,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   if (const auto& n = sec["max_seqs"]) cfg.max_seqs = number<int>(c, n, key("max_seqs"));
   if (const auto& n = sec["limits"]) {
     SY_CHECK(n.IsMap(), c.at(n, key("limits")) << ": expected a map of limit: number");
-    check_keys(c, n, {"max_model_bytes", "max_tensors", "max_graph_depth", "max_prompt_tokens", "max_kv_mb", "max_queue"}, key("limits"));
+    check_keys(c, n, {"max_model_bytes", "max_tensors", "max_graph_depth", "max_prompt_tokens", "max_kv_mb", "max_queue", "max_plugin_failures"}, key("limits"));
     auto limit = [&](const char* name, auto& field) {
       if (const auto& v = n[name]) {
         int64_t x = number<int64_t>(c, v, key("limits") + "." + name);
@@ -162,6 +168,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
     limit("max_prompt_tokens", cfg.limits.max_prompt_tokens);
     limit("max_kv_mb", cfg.limits.max_kv_mb);
     limit("max_queue", cfg.limits.max_queue);
+    limit("max_plugin_failures", cfg.limits.max_plugin_failures);
   }
   if (const auto& n = sec["plugins"]) {
     SY_CHECK(n.IsSequence(), c.at(n, key("plugins")) << ": expected a list");
@@ -208,7 +215,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   auto optional_component = [&](const char* k, std::optional<ComponentSelection>& out) {
     if (const auto& n = sec[k]) {
       if (n.IsNull() || (n.IsScalar() && n.Scalar() == "none")) out.reset();
-      else out = component(c, n, key(k));
+      else out = component(c, n, key(k), std::string(k) == "scheduler");
     }
   };
   optional_component("scheduler", cfg.scheduler);

@@ -19,6 +19,10 @@ struct ComponentSelection {
   std::string name;
   std::map<std::string, RawOption> options;
   std::string where;  // "m.yaml:12: passes[0]"
+  // Schedulers only: what the engine does when the plugin's plan keeps
+  // failing (limits.max_plugin_failures in a row): "fail" the queued
+  // requests with its message, or fall back to the "builtin" batcher.
+  std::string on_failure = "fail";
 };
 
 struct PluginSpec {
@@ -41,6 +45,7 @@ struct ResourceLimits {
   int64_t max_prompt_tokens = 0;                  // 0: the model's context
   int64_t max_kv_mb = 64 * 1024;                  // the cache manager's KV storage
   int64_t max_queue = 4096;                       // requests waiting or running in the step engine
+  int64_t max_plugin_failures = 3;                // failed steps in a row before a scheduler is out of service
 };
 
 struct EngineConfig {

@@ -1,7 +1,10 @@
 #include "plugin_host/components.h"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <sstream>
+#include <tuple>
 
 #include "plugin_host/host_api.h"
 
@@ -123,17 +126,61 @@ std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const Optio
 
 // ---- scheduler
 
+std::pair<size_t, size_t> scheduler_element_sizes(const sy_scheduler_desc* d, const std::string& who) {
+  constexpr size_t seq_1_0 = offsetof(sy_sched_seq, remaining_tokens), seq_1_3 = offsetof(sy_sched_seq, reserved_1_3) + sizeof(int32_t);
+  constexpr size_t decision_1_0 = sizeof(sy_sched_decision);
+  if (!SY_HAS_FIELD(d, sy_scheduler_desc, decision_size)) return {seq_1_0, decision_1_0};
+  const size_t seq = d->seq_size ? d->seq_size : seq_1_3, decision = d->decision_size ? d->decision_size : decision_1_0;
+  SY_CHECK(seq >= seq_1_0 && seq % alignof(sy_sched_seq) == 0,
+           who << ": scheduler '" << d->name << "' declares seq_size " << d->seq_size << " (at least " << seq_1_0 << ", a multiple of "
+               << alignof(sy_sched_seq) << ")");
+  SY_CHECK(decision >= decision_1_0 && decision % alignof(sy_sched_decision) == 0,
+           who << ": scheduler '" << d->name << "' declares decision_size " << d->decision_size << " (at least " << decision_1_0
+               << ", a multiple of " << alignof(sy_sched_decision) << ")");
+  return {seq, decision};
+}
+
 PluginScheduler::PluginScheduler(const ComponentEntry& e, const OptionValues& options, const HostContext* host)
     : PluginComponent(e, ComponentKind::Scheduler, options, host) {
+  std::tie(seq_size_, decision_size_) = scheduler_element_sizes(d_, who());
   create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), o, state); });
 }
-std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& input) {
-  std::vector<sy_sched_decision> out(static_cast<size_t>(input.num_waiting + input.num_running));
+
+namespace {
+// Host elements re-laid at the plugin's stride: the fields both know copied,
+// the plugin's newer ones zero.
+template <typename T>
+std::vector<std::byte> at_stride(const T* items, int32_t n, size_t stride) {
+  std::vector<std::byte> out(static_cast<size_t>(n) * stride);
+  for (int32_t i = 0; i < n; ++i) std::memcpy(out.data() + static_cast<size_t>(i) * stride, &items[i], std::min(sizeof(T), stride));
+  return out;
+}
+}  // namespace
+
+std::vector<sy_sched_decision> PluginScheduler::plan(const sy_sched_input& host_input) {
+  const int32_t capacity = host_input.num_waiting + host_input.num_running;
+  sy_sched_input input = host_input;
+  input.struct_size = sizeof(input);
+  input.seq_size = static_cast<uint32_t>(seq_size_);
+  std::vector<std::byte> waiting, running;
+  if (seq_size_ != sizeof(sy_sched_seq)) {
+    waiting = at_stride(host_input.waiting, host_input.num_waiting, seq_size_);
+    running = at_stride(host_input.running, host_input.num_running, seq_size_);
+    input.waiting = reinterpret_cast<const sy_sched_seq*>(waiting.data());
+    input.running = reinterpret_cast<const sy_sched_seq*>(running.data());
+  }
+  // Decisions come back at the plugin's stride (std::vector<std::byte>'s
+  // storage is suitably aligned for them: operator new's alignment).
+  std::vector<std::byte> raw(static_cast<size_t>(capacity) * decision_size_ + 1);
   int32_t count = 0;
-  call("scheduler plan", [&] { return d_->plan(state_, &input, out.data(), static_cast<int32_t>(out.size()), &count); });
-  SY_CHECK_KIND(count >= 0 && static_cast<size_t>(count) <= out.size(), ErrorKind::PluginFailure,
-                who() << ": scheduler plan returned " << count << " decisions for " << out.size() << " sequences");
-  out.resize(static_cast<size_t>(count));
+  call("scheduler plan", [&] {
+    return d_->plan(state_, &input, reinterpret_cast<sy_sched_decision*>(raw.data()), capacity, &count);
+  });
+  SY_CHECK_KIND(count >= 0 && count <= capacity, ErrorKind::PluginFailure,
+                who() << ": scheduler plan returned " << count << " decisions for " << capacity << " sequences");
+  std::vector<sy_sched_decision> out(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i)
+    std::memcpy(&out[static_cast<size_t>(i)], raw.data() + static_cast<size_t>(i) * decision_size_, std::min(sizeof(sy_sched_decision), decision_size_));
   return out;
 }
 

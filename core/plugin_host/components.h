@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "passes/pass.h"
@@ -58,10 +59,12 @@ class PluginComponent {
  public:
   PluginComponent(const PluginComponent&) = delete;
   PluginComponent& operator=(const PluginComponent&) = delete;
+  // "scheduler 'x' 1.0.0 (plugin y 1.0.0)", for messages about the component.
+  const std::string& label() const { return label_; }
 
  protected:
   PluginComponent(const ComponentEntry& e, ComponentKind kind, const OptionValues& options, const HostContext* host)
-      : lib_(e.library), d_(static_cast<const Desc*>(e.desc)), options_(options), host_(host), name_(e.name), kind_(kind) {
+      : lib_(e.library), d_(static_cast<const Desc*>(e.desc)), options_(options), host_(host), name_(e.name), label_(e.label()), kind_(kind) {
     SY_CHECK(e.kind == kind && lib_, e.label() << " is not a plugin " << component_kind_name(kind));
   }
   ~PluginComponent() {
@@ -92,6 +95,7 @@ class PluginComponent {
   OptionValues options_;
   const HostContext* host_;
   std::string name_;
+  std::string label_;
   void* state_ = nullptr;
 
  private:
@@ -99,15 +103,27 @@ class PluginComponent {
   bool created_ = false;
 };
 
+// The element sizes of a scheduler's arrays as the plugin was built
+// (sy_scheduler_desc.seq_size / decision_size, or the 1.0 sizes for a
+// descriptor without them). Throws naming the plugin for sizes below 1.0's.
+std::pair<size_t, size_t> scheduler_element_sizes(const sy_scheduler_desc* d, const std::string& who);
+
 // Host-side handles for the other plugin kinds.
 class PluginScheduler : PluginComponent<sy_scheduler_desc> {
  public:
+  using PluginComponent::label;
   PluginScheduler(const ComponentEntry& e, const OptionValues& options, const HostContext* host);
+  // input's arrays hold this host's sy_sched_seq; they reach the plugin laid
+  // out with the element size it was built with (ABI 1.3 growable arrays).
   std::vector<sy_sched_decision> plan(const sy_sched_input& input);
+
+ private:
+  size_t seq_size_, decision_size_;  // the plugin's element sizes
 };
 
 class PluginCacheManager : PluginComponent<sy_cache_desc> {
  public:
+  using PluginComponent::label;
   PluginCacheManager(const ComponentEntry& e, const sy_cache_config& config, const OptionValues& options, const HostContext* host);
   // false when the cache is full (SY_OUT_OF_MEMORY); other errors throw.
   bool allocate(uint64_t seq, int32_t num_tokens);

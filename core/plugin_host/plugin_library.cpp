@@ -1,4 +1,5 @@
 #include "plugin_host/plugin_library.h"
+#include "plugin_host/components.h"
 
 #include <openssl/evp.h>
 
@@ -136,6 +137,7 @@ void PluginLibrary::validate() {
     const sy_scheduler_desc* d = i->schedulers[k];
     check_desc(d, who + ": scheduler " + std::to_string(k), offsetof(sy_scheduler_desc, destroy) + sizeof(d->destroy));
     SY_CHECK(d->create && d->plan && d->destroy, who << ": scheduler '" << d->name << "' lacks create/plan/destroy");
+    scheduler_element_sizes(d, who);  // refuses element sizes below 1.0's
   }
   for (int32_t k = 0; k < i->num_caches; ++k) {
     const sy_cache_desc* d = i->caches[k];

@@ -23,7 +23,7 @@ namespace {
 using sy::plugin::Options;
 using Decisions = std::vector<sy_sched_decision>;
 
-int32_t remaining(const sy_sched_seq& s) { return s.prompt_len + s.generated - s.computed_len; }
+int32_t remaining(const sy_sched_seq& s) { return s.remaining_tokens; }
 
 // Batch-to-completion scheduling (static and dynamic differ in when a batch
 // starts: how many requests it waits for, and for how long).

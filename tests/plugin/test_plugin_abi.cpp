@@ -56,9 +56,9 @@ TEST(PluginAbi, SchedulerCacheAndDrafterCallThroughTheHost) {
   h.host.load(SY_TEST_PLUGIN_GOOD);
   const auto& se = h.components.get(ComponentKind::Scheduler, "test-fcfs", "t");
   PluginScheduler sched(se, OptionValues::validate(se.options, {{"max_prefill", {"4", "t"}}}, se.label()), &h.ctx);
-  sy_sched_seq running[1] = {{7, SY_SEQ_RUNNING, 3, 5, 2, 10, 0, 0, 0, 0.0}};
-  sy_sched_seq waiting[2] = {{8, SY_SEQ_WAITING, 9, 0, 0, 10, 0, 1, 0, 0.1}, {9, SY_SEQ_WAITING, 2, 0, 0, 10, 0, 1, 0, 0.2}};
-  sy_sched_input in{sizeof(sy_sched_input), waiting, 2, running, 1, 100, 16, 6, 8, 1.0};
+  sy_sched_seq running[1] = {{7, SY_SEQ_RUNNING, 3, 4, 2, 10, 0, 0, 0, 0.0, 1, 0}};
+  sy_sched_seq waiting[2] = {{8, SY_SEQ_WAITING, 9, 0, 0, 10, 0, 1, 0, 0.1, 9, 0}, {9, SY_SEQ_WAITING, 2, 0, 0, 10, 0, 1, 0, 0.2, 2, 0}};
+  sy_sched_input in{sizeof(sy_sched_input), waiting, 2, running, 1, 100, 16, 6, 8, 1.0, sizeof(sy_sched_seq)};
   auto plan = sched.plan(in);
   ASSERT_EQ(plan.size(), 2u);  // decode for 7, a 4-token chunk for 8; 9 does not fit the budget of 6
   EXPECT_EQ(plan[0].seq_id, 7u);
@@ -244,7 +244,7 @@ TEST(PluginAbi, LoadAndUnloadAThousandTimes) {
     h.host.load(SY_TEST_PLUGIN_GOOD);
     const auto& se = h.components.get(ComponentKind::Scheduler, "test-fcfs", "t");
     PluginScheduler sched(se, OptionValues::validate(se.options, {}, se.label()), &h.ctx);
-    sy_sched_input in{sizeof(sy_sched_input), nullptr, 0, nullptr, 0, 0, 16, 8, 8, 0.0};
+    sy_sched_input in{sizeof(sy_sched_input), nullptr, 0, nullptr, 0, 0, 16, 8, 8, 0.0, sizeof(sy_sched_seq)};
     ASSERT_TRUE(sched.plan(in).empty());
   }
 }

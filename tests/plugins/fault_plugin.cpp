@@ -8,7 +8,15 @@
 //   cache "refusing-paged"   a paged cache that refuses to grow a sequence past
 //                            max_tokens_per_seq
 //   drafter "bad-drafter"    proposes token ids outside any vocabulary
+//   scheduler "fault-scheduler", cache "fault-cache", drafter "fault-drafter":
+//                            a plain FCFS scheduler, a paged cache and a
+//                            repeat-the-last-token drafter whose function
+//                            `fail_in` fails (see Fault) by an error status
+//                            or by an exception escaping across the ABI
 #include <switchyard/plugin.hpp>
+
+#include <stdexcept>
+#include <string>
 
 #include <chrono>
 #include <cmath>
@@ -151,6 +159,147 @@ sy_status rc_stats(void* s, sy_cache_stats* out) {
 }
 void rc_destroy(void* s) { delete static_cast<RefusingCache*>(s); }
 
+// ---- fault-scheduler, fault-cache, fault-drafter
+
+// When and how an injected fault fires: the component's function named
+// `fail_in` succeeds for its first `after` calls, then fails `times` times
+// (0: for ever), by returning SY_ERROR with a message (mode "status") or by
+// throwing a C++ exception out of the C function (mode "throw": an ABI
+// violation the host must survive all the same).
+struct Fault {
+  std::string component, in, mode;
+  int64_t after, times, calls = 0, fired = 0;
+  Fault(std::string c, const Options& o)
+      : component(std::move(c)), in(o.get_string("fail_in")), mode(o.get_string("mode")), after(o.get_int("after")), times(o.get_int("times")) {
+    if (mode != "status" && mode != "throw") throw Error(component + ": mode must be 'status' or 'throw', got '" + mode + "'");
+  }
+  // At the top of function `fn`: SY_OK, or the injected failure.
+  sy_status check(const char* fn) {
+    if (in != fn || ++calls <= after || (times > 0 && fired >= times)) return SY_OK;
+    const std::string msg = component + " " + fn + ": injected failure " + std::to_string(++fired) + " (mode " + mode + ")";
+    if (mode == "throw") throw std::runtime_error(msg);
+    sy::plugin::host()->set_error(msg.c_str());
+    return SY_ERROR;
+  }
+};
+std::vector<sy::plugin::OptionSpec> fault_options(const char* functions, const char* fail_in) {
+  using sy::plugin::option_int;
+  using sy::plugin::option_string;
+  const std::string help = std::string("the function that fails: ") + functions + ", or none";
+  return {option_string("fail_in", fail_in, help.c_str()),
+          option_string("mode", "status", "status (an error status and message) or throw (an exception across the ABI)"),
+          option_int("after", "0", "calls of that function that succeed first"),
+          option_int("times", "0", "failures before it recovers (0: never recovers)")};
+}
+
+struct FaultScheduler {
+  Fault fault;
+};
+sy_status fs_create(void*, const sy_options* o, void** state) {
+  return guard([&] { *state = new FaultScheduler{Fault("fault-scheduler", Options(o))}; });
+}
+// FCFS: running sequences first, then admissions, within the token budget.
+sy_status fs_plan(void* state, const sy_sched_input* in, sy_sched_decision* out, int32_t capacity, int32_t* count) {
+  if (sy_status st = static_cast<FaultScheduler*>(state)->fault.check("plan"); st != SY_OK) return st;
+  int32_t n = 0, budget = in->token_budget, seqs = 0;
+  auto run = [&](const sy_sched_seq& s) {
+    const int32_t t = std::min(budget, s.remaining_tokens);
+    if (t <= 0 || n >= capacity || seqs >= in->max_seqs) return false;
+    out[n++] = {s.id, SY_SCHED_RUN, t};
+    budget -= t;
+    ++seqs;
+    return true;
+  };
+  for (int32_t i = 0; i < in->num_running; ++i) run(in->running[i]);
+  for (int32_t i = 0; i < in->num_waiting; ++i)
+    if (!run(in->waiting[i])) break;
+  *count = n;
+  return SY_OK;
+}
+void fs_destroy(void* state) { delete static_cast<FaultScheduler*>(state); }
+
+struct FaultCache {
+  std::unique_ptr<sy_cache::BlockCache> cache;
+  std::vector<int64_t> dims;
+  Fault fault;
+};
+FaultCache& fc(void* s) { return *static_cast<FaultCache*>(s); }
+sy_status fc_create(void*, const sy_cache_config* c, const sy_options* o, void** out) {
+  return guard([&] {
+    Options opts(o);
+    sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, static_cast<int32_t>(opts.get_int("block_size")), opts.get_int("num_blocks"), true};
+    auto s = std::make_unique<FaultCache>(FaultCache{std::make_unique<sy_cache::BlockCache>(cfg, sy::plugin::host()),
+                                                     {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim},
+                                                     Fault("fault-cache", opts)});
+    *out = s.release();
+  });
+}
+// The fault check runs outside guard(): mode "throw" must really escape.
+#define FAULT_CHECK(state, fn)                                             \
+  if (sy_status st = fc(state).fault.check(fn); st != SY_OK) return st
+sy_status fc_allocate(void* s, uint64_t seq, int32_t n) {
+  FAULT_CHECK(s, "allocate");
+  bool ok = false;
+  sy_status st = guard([&] { ok = fc(s).cache->allocate(seq, n); });
+  return st != SY_OK ? st : ok ? SY_OK : SY_OUT_OF_MEMORY;
+}
+sy_status fc_match(void* s, uint64_t seq, const int32_t* t, int32_t n, int32_t* cached) {
+  FAULT_CHECK(s, "match_prefix");
+  return guard([&] { *cached = fc(s).cache->match_prefix(seq, t, n); });
+}
+sy_status fc_commit(void* s, uint64_t seq, const int32_t* t, int32_t n) {
+  FAULT_CHECK(s, "commit");
+  return guard([&] { fc(s).cache->commit(seq, t, n); });
+}
+sy_status fc_truncate(void* s, uint64_t seq, int32_t len) {
+  FAULT_CHECK(s, "truncate");
+  return guard([&] { fc(s).cache->truncate(seq, len); });
+}
+sy_status fc_release(void* s, uint64_t seq) {
+  FAULT_CHECK(s, "release");
+  return guard([&] { fc(s).cache->release(seq); });
+}
+sy_status fc_table(void* s, uint64_t seq, const int32_t** blocks, int32_t* n) {
+  FAULT_CHECK(s, "block_table");
+  return guard([&] {
+    const auto& t = fc(s).cache->table(seq);
+    *blocks = t.data();
+    *n = static_cast<int32_t>(t.size());
+  });
+}
+sy_status fc_storage(void* s, int32_t layer, sy_tensor* k, sy_tensor* v) {
+  return guard([&] {
+    FaultCache& c = fc(s);
+    *k = sy_tensor{SY_DTYPE_FLOAT32, 4, c.dims.data(), c.cache->keys(layer), SY_DEVICE_CPU, 0};
+    *v = sy_tensor{SY_DTYPE_FLOAT32, 4, c.dims.data(), c.cache->values(layer), SY_DEVICE_CPU, 0};
+  });
+}
+sy_status fc_stats(void* s, sy_cache_stats* out) {
+  FAULT_CHECK(s, "stats");
+  return guard([&] {
+    out->total_blocks = static_cast<int32_t>(fc(s).cache->config().num_blocks);
+    out->free_blocks = static_cast<int32_t>(fc(s).cache->free_blocks());
+  });
+}
+void fc_destroy(void* s) { delete static_cast<FaultCache*>(s); }
+#undef FAULT_CHECK
+
+struct FaultDrafter {
+  Fault fault;
+};
+sy_status fd_create(void*, const sy_options* o, void** state) {
+  return guard([&] { *state = new FaultDrafter{Fault("fault-drafter", Options(o))}; });
+}
+// Proposes the last token again (always a valid id).
+sy_status fd_propose(void* state, uint64_t, const int32_t* tokens, int32_t n, int32_t k, int32_t* out, int32_t* count) {
+  if (sy_status st = static_cast<FaultDrafter*>(state)->fault.check("propose"); st != SY_OK) return st;
+  *count = n > 0 ? std::min<int32_t>(k, 2) : 0;
+  for (int32_t i = 0; i < *count; ++i) out[i] = tokens[n - 1];
+  return SY_OK;
+}
+sy_status fd_accepted(void* state, uint64_t, int32_t, int32_t) { return static_cast<FaultDrafter*>(state)->fault.check("accepted"); }
+void fd_destroy(void* state) { delete static_cast<FaultDrafter*>(state); }
+
 // ---- bad-drafter: ids no vocabulary has
 
 sy_status bd_create(void*, const sy_options*, void** state) {
@@ -210,4 +359,48 @@ SY_PLUGIN(builder) {
   d.release = bd_release;
   d.destroy = bd_destroy;
   builder.drafter(d);
+
+  sy_scheduler_desc fs{};
+  fs.struct_size = sizeof(fs);
+  fs.name = "fault-scheduler";
+  fs.version = "1.0.0";
+  fs.description = "FCFS scheduler whose plan fails as configured";
+  fs.options = builder.options(fault_options("plan", "plan"), fs.num_options);
+  fs.create = fs_create;
+  fs.plan = fs_plan;
+  fs.destroy = fs_destroy;
+  builder.scheduler(fs);
+
+  sy_cache_desc fcd{};
+  fcd.struct_size = sizeof(fcd);
+  fcd.name = "fault-cache";
+  fcd.version = "1.0.0";
+  fcd.description = "paged prefix cache whose chosen function fails as configured";
+  auto cache_options = fault_options("allocate, match_prefix, commit, truncate, release, block_table, stats", "allocate");
+  cache_options.push_back(option_int("block_size", "16", "tokens per block"));
+  cache_options.push_back(option_int("num_blocks", "256", "blocks"));
+  fcd.options = builder.options(cache_options, fcd.num_options);
+  fcd.create = fc_create;
+  fcd.allocate = fc_allocate;
+  fcd.match_prefix = fc_match;
+  fcd.commit = fc_commit;
+  fcd.truncate = fc_truncate;
+  fcd.release = fc_release;
+  fcd.block_table = fc_table;
+  fcd.storage = fc_storage;
+  fcd.stats = fc_stats;
+  fcd.destroy = fc_destroy;
+  builder.cache(fcd);
+
+  sy_drafter_desc fdd{};
+  fdd.struct_size = sizeof(fdd);
+  fdd.name = "fault-drafter";
+  fdd.version = "1.0.0";
+  fdd.description = "repeats the last token; its chosen function fails as configured";
+  fdd.options = builder.options(fault_options("propose, accepted", "propose"), fdd.num_options);
+  fdd.create = fd_create;
+  fdd.propose = fd_propose;
+  fdd.accepted = fd_accepted;
+  fdd.destroy = fd_destroy;
+  builder.drafter(fdd);
 }

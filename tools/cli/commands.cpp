@@ -2,6 +2,7 @@
 
 #include "cli_support.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -387,6 +388,17 @@ void write_json(const std::string& path, const nlohmann::json& j) {
   out << j.dump(2) << "\n";
 }
 
+// Failed requests are part of the results, and a run where any failed says
+// so on stderr with the first error (a plugin's failure names the plugin)
+// and exits 4: a benchmark of failing requests is not a measurement.
+int report_failures(const BenchResult& r, const std::string& name) {
+  if (r.failed == 0) return 0;
+  auto first = std::find_if(r.results.begin(), r.results.end(), [](const GenerationResult& g) { return !g.error.empty(); });
+  std::cerr << name << ": " << r.failed << " of " << r.results.size() << " requests failed"
+            << (first == r.results.end() ? std::string() : "; the first error: " + first->error) << "\n";
+  return 4;
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
@@ -430,7 +442,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   write_json(out, j);
   if (!html.empty()) write_html_report(html, "switchyard bench: " + name, rs, w.slo, "workload: " + w.name);
   std::cout << "wrote " << out << (html.empty() ? "" : " and " + html) << "\n";
-  return 0;
+  return report_failures(r, name);
 }
 
 int cmd_ab(const std::vector<std::string>& args) {
@@ -481,6 +493,8 @@ int cmd_ab(const std::vector<std::string>& args) {
   write_json(out, j);
   write_html_report(html, "switchyard ab: " + names[0] + " vs " + names[1], rs, w.slo, notes.str());
   std::cout << "wrote " << out << " and " << html << "\n";
+  const int failed = std::max(report_failures(rs[0], names[0]), report_failures(rs[1], names[1]));
+  if (failed) return failed;
   return differ == 0 ? 0 : 3;
 }
 

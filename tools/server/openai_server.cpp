@@ -374,7 +374,7 @@ class Server {
           ++c->pending;
         }
         sy_request* r = nullptr;
-        if (sy_submit(engine_, &params, &r) != SY_API_OK) {
+        if (const sy_api_status st = sy_submit(engine_, &params, &r); st != SY_API_OK) {
           std::string msg = sy_last_error();
           delete static_cast<Choice*>(params.user);
           {
@@ -383,6 +383,10 @@ class Server {
           }
           release(reqs);
           --inflight_;
+          // The request was fine but the engine cannot take it (a plugin it
+          // depends on is out of service, no memory): 503, as for overload.
+          if (st == SY_API_PLUGIN_FAILURE || st == SY_API_OUT_OF_MEMORY || st == SY_API_SHUTTING_DOWN)
+            return send_error(res, {503, msg, "server_error", "", "service_unavailable"});
           return send_error(res, bad_request(msg, "prompt"));
         }
         reqs.push_back(r);
@@ -516,6 +520,13 @@ class Server {
               std::string reason = reason_name(e.info.finish_reason);
               ok = chat ? chunk(e.index, {{"index", e.index}, {"delta", json::object()}, {"finish_reason", reason}})
                         : chunk(e.index, {{"index", e.index}, {"text", ""}, {"finish_reason", reason}, {"logprobs", nullptr}});
+              if (ok && e.info.finish_reason == SY_FINISH_ERROR) {
+                // The status line went out with the first byte: the error
+                // travels as an event (as vLLM streams it), with its message.
+                json err = error_body({500, e.error, "server_error", "", ""});
+                std::string line = "data: " + err.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+                ok = sink.write(line.data(), line.size());
+              }
             }
           }
           if (!ok) return false;  // client gone: the resource releaser cancels

@@ -75,6 +75,12 @@
  *        device ordinals: sy_kernel_create_info.device_index,
  *        sy_cache_config.device_index (device_alloc, device_free and
  *        device_stream act on the device of the session making the call).
+ *   1.3  growable scheduler arrays: sy_scheduler_desc.seq_size and
+ *        decision_size (the element sizes the plugin was built with) and
+ *        sy_sched_input.seq_size (the stride of waiting/running);
+ *        sy_sched_seq.remaining_tokens; prompt_len always the request's
+ *        prompt (1.0-1.2 hosts passed prompt + generated for preempted
+ *        sequences); blocks_needed documented as the engine computes it.
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -87,7 +93,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 2
+#define SY_PLUGIN_ABI_MINOR 3
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -445,39 +451,80 @@ typedef struct sy_kernel_desc {
   void (*destroy)(void* state);
 } sy_kernel_desc;
 
-/* Scheduler: each step, which sequences run and how many tokens each. */
+/* Scheduler: each step, which sequences run and how many tokens each.
+ *
+ * The contract (the engine, core/engine/step_planning.cpp, checks every plan
+ * and fails the step as a plugin failure when one breaks it):
+ *  - Each step the engine passes every live sequence: `running` (holding KV
+ *    blocks, in admission order) and `waiting` (new, or preempted and to be
+ *    recomputed from scratch, oldest first). It runs on the session's
+ *    step-engine thread only: plan is never called concurrently on a state.
+ *  - The plan names each sequence at most once: RUN with num_tokens >= 1
+ *    (at most remaining_tokens are used), or PREEMPT (running sequences
+ *    only: their blocks are freed and they wait to be recomputed). The sum
+ *    of num_tokens is at most token_budget; at most max_seqs sequences run.
+ *  - A running sequence left out of the plan does not run this step and
+ *    keeps its blocks (it stalls; it is not preempted). A waiting sequence
+ *    left out keeps waiting.
+ *  - The engine applies the plan in order: preemptions, then the running
+ *    sequences (allocating room for their tokens), then admissions of
+ *    waiting ones in the plan's order. When the cache refuses a running
+ *    sequence's tokens the engine preempts that sequence (without asking);
+ *    admission stops at the first waiting sequence the cache cannot hold
+ *    (no overtaking), and at max_seqs running sequences.
+ *  - `capacity` (passed to plan) is the size of `out`: num_waiting +
+ *    num_running, enough to name every sequence once.
+ *  - Errors: a plan that fails (an error status, or a plan breaking the
+ *    rules above) runs nothing that step; the requests stay queued and plan
+ *    is asked again next step. After limits.max_plugin_failures failed steps
+ *    in a row (3 by default) the scheduler is out of service: the queued
+ *    requests fail with its message and the session refuses new ones, or,
+ *    with `on_failure: builtin` in the manifest's scheduler section, the
+ *    engine serves on with its built-in continuous batcher.
+ *  - Arrays grow by minor version: the host lays out waiting/running with
+ *    the stride the descriptor declares (seq_size) and reads `out` with
+ *    decision_size; fields the other side does not know are zero. */
 enum { SY_SEQ_WAITING = 0, SY_SEQ_RUNNING = 1, SY_SEQ_PREEMPTED = 2 };
 typedef struct sy_sched_seq {
   uint64_t id;
   int32_t state;         /* SY_SEQ_* */
-  int32_t prompt_len;
-  int32_t computed_len;  /* tokens whose KV is in the cache */
-  int32_t generated;
+  int32_t prompt_len;    /* tokens of the request's prompt (generated tokens never counted here) */
+  int32_t computed_len;  /* tokens whose KV is in the cache (0 while waiting) */
+  int32_t generated;     /* tokens generated so far; a preempted sequence keeps them and recomputes their KV */
   int32_t max_tokens;
   int32_t priority;      /* lower runs first among equals */
-  int32_t blocks_needed; /* KV blocks the next token would add */
+  int32_t blocks_needed; /* KV blocks, beyond the ones it holds, that all its remaining_tokens need (a decode
+                            token: 0 or 1; prefix-cache hits not counted) */
   int32_t reserved;
   double arrival_time;   /* seconds, engine clock */
+  /* ---- 1.3 ---- */
+  int32_t remaining_tokens; /* tokens to run before it samples again: prompt_len + generated - computed_len
+                               (1 for a decoding sequence, the whole prompt for a new one, prompt + generated
+                               for a preempted one) */
+  int32_t reserved_1_3;
 } sy_sched_seq;
 
 typedef struct sy_sched_input {
   uint32_t struct_size;
-  const sy_sched_seq* waiting;
+  const sy_sched_seq* waiting; /* num_waiting elements, seq_size bytes apart */
   int32_t num_waiting;
-  const sy_sched_seq* running;
+  const sy_sched_seq* running; /* num_running elements, seq_size bytes apart */
   int32_t num_running;
-  int32_t free_blocks;
-  int32_t block_size;
+  int32_t free_blocks;   /* blocks the cache manager has free now */
+  int32_t block_size;    /* tokens per block */
   int32_t token_budget;  /* max tokens in one step */
   int32_t max_seqs;      /* max sequences in one step */
-  double now;
+  double now;            /* seconds, engine clock (as arrival_time) */
+  /* ---- 1.3 ---- */
+  uint32_t seq_size;     /* bytes between elements of waiting and running: the descriptor's seq_size (absent
+                            before 1.3: 48, the 1.0 size) */
 } sy_sched_input;
 
 enum { SY_SCHED_RUN = 0, SY_SCHED_PREEMPT = 1 };
 typedef struct sy_sched_decision {
   uint64_t seq_id;
   int32_t action;     /* SY_SCHED_* */
-  int32_t num_tokens; /* tokens of this sequence in the step (prefill chunk or 1) */
+  int32_t num_tokens; /* RUN: tokens of this sequence in the step (a prompt chunk, or 1 to decode); PREEMPT: 0 */
 } sy_sched_decision;
 
 typedef struct sy_scheduler_desc {
@@ -489,15 +536,18 @@ typedef struct sy_scheduler_desc {
   int32_t num_options;
   /* Required. Once per session, on the thread creating it. */
   sy_status (*create)(void* plugin_data, const sy_options* options, void** state);
-  /* Required. Once per engine step, on the step-engine thread. input and
-   * the arrays it points to are valid during the call. Writes at most
-   * `capacity` decisions (capacity = waiting + running) for sequences named
-   * in the input; a sequence not named waits this step. An error fails the
-   * running requests with the plugin's message (the engine serves on). */
+  /* Required. Once per engine step, on the step-engine thread (see the
+   * contract above). input and the arrays it points to are valid during the
+   * call. Writes at most `capacity` decisions to out (decision_size bytes
+   * apart) and their number to *count. */
   sy_status (*plan)(void* state, const sy_sched_input* input, sy_sched_decision* out, int32_t capacity,
                     int32_t* count);
   /* Required. Once, when the session is destroyed. */
   void (*destroy)(void* state);
+  /* ---- 1.3 ---- */
+  uint32_t seq_size;      /* sizeof(sy_sched_seq) the plugin was built with; 0: the 1.3 size (56) */
+  uint32_t decision_size; /* sizeof(sy_sched_decision) the plugin was built with; 0: the 1.3 size (16).
+                             A plugin built against a later minor that grows them sets both (plugin.hpp does) */
 } sy_scheduler_desc;
 
 /* KV-cache manager. */

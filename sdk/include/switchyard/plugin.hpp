@@ -19,6 +19,7 @@
 #define SWITCHYARD_PLUGIN_HPP_
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 #include <deque>
@@ -607,7 +608,32 @@ struct SchedulerTrampolines {
   }
   static sy_status plan(void* state, const sy_sched_input* in, sy_sched_decision* out, int32_t capacity, int32_t* count) {
     return guard([&] {
-      const std::vector<sy_sched_decision> d = static_cast<S*>(state)->plan(*in);
+      // A host older than 1.3 passes 1.0-sized elements without
+      // remaining_tokens: S always sees this header's layout and meanings.
+      std::vector<sy_sched_seq> waiting, running;
+      sy_sched_input input = *in;
+      if (!SY_HAS_FIELD(in, sy_sched_input, seq_size) || in->seq_size != sizeof(sy_sched_seq)) {
+        const size_t stride = SY_HAS_FIELD(in, sy_sched_input, seq_size) ? in->seq_size : offsetof(sy_sched_seq, remaining_tokens);
+        const bool old_host = !SY_HAS_FIELD(in, sy_sched_input, seq_size);
+        auto relay = [&](const sy_sched_seq* from, int32_t n, std::vector<sy_sched_seq>& to) {
+          to.assign(static_cast<size_t>(n), sy_sched_seq{});
+          for (int32_t i = 0; i < n; ++i) {
+            sy_sched_seq& s = to[static_cast<size_t>(i)];
+            std::memcpy(&s, reinterpret_cast<const unsigned char*>(from) + static_cast<size_t>(i) * stride, std::min(stride, sizeof(s)));
+            if (!old_host) continue;
+            // Before 1.3 a waiting sequence's prompt_len included what it had generated.
+            if (s.state != SY_SEQ_RUNNING) s.prompt_len -= s.generated;
+            s.remaining_tokens = s.prompt_len + s.generated - s.computed_len;
+          }
+        };
+        relay(in->waiting, in->num_waiting, waiting);
+        relay(in->running, in->num_running, running);
+        input.waiting = waiting.data();
+        input.running = running.data();
+        input.struct_size = sizeof(input);
+        input.seq_size = sizeof(sy_sched_seq);
+      }
+      const std::vector<sy_sched_decision> d = static_cast<S*>(state)->plan(input);
       if (static_cast<int64_t>(d.size()) > capacity) throw Error("scheduler planned more decisions than sequences");
       std::copy(d.begin(), d.end(), out);
       *count = static_cast<int32_t>(d.size());
@@ -669,6 +695,8 @@ class PluginBuilder {
     d.create = &T::create;
     d.plan = &T::plan;
     d.destroy = &T::destroy;
+    d.seq_size = sizeof(sy_sched_seq);
+    d.decision_size = sizeof(sy_sched_decision);
     schedulers_.push_back(d);
   }
 
@@ -823,9 +851,18 @@ inline const sy_plugin_info* init_plugin(const sy_host_api* h, void (*setup)(Plu
   if (!h) return nullptr;
   host() = h;
   if (h->abi_major != SY_PLUGIN_ABI_MAJOR) {
-    // The host refuses too; saying it here names the plugin's side.
-    h->set_error("plugin built for ABI major " SY_PLUGIN_STRINGIFY(SY_PLUGIN_ABI_MAJOR) " cannot run in this host");
-    return nullptr;
+    // Only the versions are read from a host of another major (the first
+    // fields of sy_host_api and sy_plugin_info never move). The plugin
+    // answers with a description that carries nothing but its version, so
+    // the host refuses it with its own message naming both versions.
+    static const sy_plugin_info versions_only = [] {
+      sy_plugin_info i{};
+      i.struct_size = offsetof(sy_plugin_info, abi_minor) + sizeof(i.abi_minor);
+      i.abi_major = SY_PLUGIN_ABI_MAJOR;
+      i.abi_minor = SY_PLUGIN_ABI_MINOR;
+      return i;
+    }();
+    return &versions_only;
   }
   // A library opened twice (two sessions, two hosts) is mapped once and its
   // init runs again: hand out the same description, never free one in use.
