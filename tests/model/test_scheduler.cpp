@@ -146,6 +146,21 @@ TEST(Schedulers, PreemptionUnderASmallCacheLosesNothing) {
   }
 }
 
+TEST(Schedulers, SchedulerBuiltAgainstTheAbi10HeaderReadsItsArraysAt10Strides) {
+  // 1.3 grew sy_sched_seq from 48 to 56 bytes; this plugin indexes its
+  // arrays with the 1.0 size. The host must lay them out at 1.0's stride
+  // (from the descriptor's struct_size) and keep the fields' meanings, also
+  // for preempted sequences (prompt_len + generated - computed_len).
+  auto big = Session::create(with_scheduler("continuous", {{"chunk_size", "8"}}));
+  auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}, {"num_blocks", "28"}});
+  cfg.plugins.push_back(PluginSpec{SY_ABI_1_0_DRAFTER_PLUGIN, std::nullopt, "test"});
+  set_scheduler(cfg, "fcfs-1.0");
+  auto old = Session::create(cfg);
+  auto a = big->generate(workload()), b = old->generate(workload());
+  EXPECT_GT(old->step_engine()->metrics().preemptions, 0);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+}
+
 TEST(Engine, RequestsFromSeveralThreadsStreamInOrder) {
   auto s = Session::create(with_scheduler("continuous", {}));
   StepEngine& e = *s->step_engine();

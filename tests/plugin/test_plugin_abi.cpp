@@ -4,6 +4,9 @@
 // through the host, and repeated load/unload.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <cstddef>
 #include <fstream>
 
 #include "engine/generator.h"
@@ -144,6 +147,28 @@ TEST(PluginAbi, WrongMajorVersionIsRefusedNamingBothVersions) {
   EXPECT_HAS(msg, "this host implements ABI 1." + std::to_string(SY_PLUGIN_ABI_MINOR));
   EXPECT_HAS(msg, SY_TEST_PLUGIN_WRONG_MAJOR);
   EXPECT_TRUE(h.host.libraries().empty());
+}
+
+TEST(PluginAbi, CppPluginInAHostOfAnotherMajorAnswersWithItsVersionsSoTheHostNamesBoth) {
+  // The C++ path (plugin.hpp's SY_PLUGIN): given a host table of major 2, a
+  // plugin reads nothing but the versions and answers with a description
+  // holding only its own, which a host turns into "built for 1.x, this host
+  // implements 2.y" (the C path above). Its init is called directly here,
+  // as a host of another major would.
+  void* lib = dlopen(SY_TEST_PLUGIN_GOOD, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  using Init = const sy_plugin_info* (*)(const sy_host_api*);
+  auto init = reinterpret_cast<Init>(dlsym(lib, "switchyard_plugin_init"));
+  ASSERT_NE(init, nullptr);
+  sy_host_api future{};  // every function pointer NULL: calling one would crash
+  future.struct_size = sizeof(future);
+  future.abi_major = SY_PLUGIN_ABI_MAJOR + 1;
+  const sy_plugin_info* info = init(&future);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->abi_major, SY_PLUGIN_ABI_MAJOR);
+  EXPECT_EQ(info->abi_minor, SY_PLUGIN_ABI_MINOR);
+  EXPECT_EQ(info->struct_size, offsetof(sy_plugin_info, abi_minor) + sizeof(info->abi_minor));
+  dlclose(lib);
 }
 
 TEST(PluginAbi, NewerMinorWithLargerDescriptorsLoadsAndRuns) {

@@ -849,7 +849,6 @@ class PluginBuilder {
 // Common part of the entry point: version check, then the author's setup.
 inline const sy_plugin_info* init_plugin(const sy_host_api* h, void (*setup)(PluginBuilder&)) noexcept {
   if (!h) return nullptr;
-  host() = h;
   if (h->abi_major != SY_PLUGIN_ABI_MAJOR) {
     // Only the versions are read from a host of another major (the first
     // fields of sy_host_api and sy_plugin_info never move). The plugin
@@ -864,6 +863,7 @@ inline const sy_plugin_info* init_plugin(const sy_host_api* h, void (*setup)(Plu
     }();
     return &versions_only;
   }
+  host() = h;
   // A library opened twice (two sessions, two hosts) is mapped once and its
   // init runs again: hand out the same description, never free one in use.
   static std::unique_ptr<PluginBuilder> builder;
