@@ -194,14 +194,15 @@ std::vector<sy::plugin::OptionSpec> fault_options(const char* functions, const c
 
 struct FaultScheduler {
   Fault fault;
+  bool ignore_budget;  // breaks the contract instead of failing (for the plugin test harness)
 };
 sy_status fs_create(void*, const sy_options* o, void** state) {
-  return guard([&] { *state = new FaultScheduler{Fault("fault-scheduler", Options(o))}; });
+  return guard([&] { *state = new FaultScheduler{Fault("fault-scheduler", Options(o)), Options(o).get_bool("ignore_budget")}; });
 }
 // FCFS: running sequences first, then admissions, within the token budget.
 sy_status fs_plan(void* state, const sy_sched_input* in, sy_sched_decision* out, int32_t capacity, int32_t* count) {
   if (sy_status st = static_cast<FaultScheduler*>(state)->fault.check("plan"); st != SY_OK) return st;
-  int32_t n = 0, budget = in->token_budget, seqs = 0;
+  int32_t n = 0, budget = static_cast<FaultScheduler*>(state)->ignore_budget ? 1 << 30 : in->token_budget, seqs = 0;
   auto run = [&](const sy_sched_seq& s) {
     const int32_t t = std::min(budget, s.remaining_tokens);
     if (t <= 0 || n >= capacity || seqs >= in->max_seqs) return false;
@@ -365,7 +366,9 @@ SY_PLUGIN(builder) {
   fs.name = "fault-scheduler";
   fs.version = "1.0.0";
   fs.description = "FCFS scheduler whose plan fails as configured";
-  fs.options = builder.options(fault_options("plan", "plan"), fs.num_options);
+  auto scheduler_options = fault_options("plan", "plan");
+  scheduler_options.push_back(option_bool("ignore_budget", "false", "plan every remaining token, over the step's budget"));
+  fs.options = builder.options(scheduler_options, fs.num_options);
   fs.create = fs_create;
   fs.plan = fs_plan;
   fs.destroy = fs_destroy;
