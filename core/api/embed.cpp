@@ -4,8 +4,10 @@
 // exceptions; none crosses into C.
 #include "switchyard/switchyard.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -13,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
+#include "engine/model_io.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -165,6 +169,8 @@ struct sy_engine {
   std::unique_ptr<sy::Tokenizer> tokenizer;
   std::string tokenizer_path, model_path;
   std::string model_name;
+  std::optional<sy::ChatTemplate> chat_template;
+  std::string sampling_defaults = "{}";  // JSON
 };
 
 struct sy_request {
@@ -195,6 +201,26 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
     if (!tok.empty()) e->tokenizer = sy::load_tokenizer(tok);
     e->tokenizer_path = tok;
     e->model_path = e->session->model().path();
+    // The chat template: the one asked for, else the tokenizer's folder's,
+    // else the model folder's.
+    if (o.chat_template) e->chat_template = sy::ChatTemplate::from_file(o.chat_template);
+    if (!e->chat_template && !tok.empty()) e->chat_template = sy::ChatTemplate::from_model_dir(tok);
+    if (!e->chat_template) e->chat_template = sy::ChatTemplate::from_model_dir(e->model_path);
+    const sy::SamplingDefaults d = sy::model_sampling_defaults(e->model_path);
+    nlohmann::ordered_json defaults = nlohmann::ordered_json::object();
+    // The decimal the file wrote (0.6, not the float's 0.6000000238...).
+    auto decimal = [](float f) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.7g", static_cast<double>(f));  // 7 digits round-trip a float
+      return std::strtod(buf, nullptr);
+    };
+    if (d.temperature) defaults["temperature"] = decimal(*d.temperature);
+    if (d.top_p) defaults["top_p"] = decimal(*d.top_p);
+    if (d.top_k) defaults["top_k"] = *d.top_k;
+    if (d.min_p) defaults["min_p"] = decimal(*d.min_p);
+    if (d.repetition_penalty) defaults["repetition_penalty"] = decimal(*d.repetition_penalty);
+    if (!d.empty()) defaults["source"] = d.source;
+    e->sampling_defaults = defaults.dump();
     std::string stem = cfg.model.substr(cfg.model.find_last_of('/') + 1);
     e->model_name = stem.size() > 5 && stem.substr(stem.size() - 5) == ".onnx" ? stem.substr(0, stem.size() - 5) : stem;
     *out = e.release();
@@ -215,6 +241,45 @@ int32_t sy_engine_max_context(const sy_engine* engine) {
 }
 int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tokenizer ? 1 : 0; }
 const char* sy_engine_model_path(const sy_engine* engine) { return engine ? engine->model_path.c_str() : ""; }
+const char* sy_engine_chat_template_name(const sy_engine* engine) {
+  return engine && engine->chat_template ? engine->chat_template->name().c_str() : "";
+}
+const char* sy_engine_sampling_defaults(const sy_engine* engine) { return engine ? engine->sampling_defaults.c_str() : "{}"; }
+
+sy_api_status sy_chat_render(const sy_engine* engine, const char* request_json, char* text, int64_t capacity, int64_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !request_json || !length || capacity < 0 || (capacity > 0 && !text))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: engine, request_json, length (and text when capacity > 0) are required");
+    if (!engine->chat_template) return fail(SY_API_UNSUPPORTED, "sy_chat_render: " + engine->model_path + " has no chat template");
+    nlohmann::ordered_json r;
+    try {
+      r = nlohmann::ordered_json::parse(request_json);  // ordered: templates see keys as written
+    } catch (const std::exception& e) {
+      return fail(SY_API_INVALID_ARGUMENT, std::string("sy_chat_render: request_json is not JSON: ") + e.what());
+    }
+    if (!r.is_object() || !r.contains("messages") || !r["messages"].is_array())
+      return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: request_json must be an object with a 'messages' list");
+    sy::ChatRequest cr;
+    cr.messages = r["messages"];
+    if (r.contains("tools")) cr.tools = r["tools"];
+    if (r.contains("documents")) cr.documents = r["documents"];
+    auto flag = [&](const char* key, bool fallback) {
+      if (!r.contains(key) || r[key].is_null()) return fallback;
+      SY_CHECK(r[key].is_boolean(), "sy_chat_render: '" << key << "' must be true or false");
+      return r[key].get<bool>();
+    };
+    cr.add_generation_prompt = flag("add_generation_prompt", true);
+    cr.continue_final_message = flag("continue_final_message", false);
+    if (r.contains("chat_template_kwargs") && !r["chat_template_kwargs"].is_null()) {
+      SY_CHECK(r["chat_template_kwargs"].is_object(), "sy_chat_render: 'chat_template_kwargs' must be an object");
+      cr.extra = r["chat_template_kwargs"];
+    }
+    const std::string out = engine->chat_template->apply(cr);
+    *length = static_cast<int64_t>(out.size());
+    if (capacity > 0) std::memcpy(text, out.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
 const char* sy_engine_tokenizer_path(const sy_engine* engine) { return engine ? engine->tokenizer_path.c_str() : ""; }
 
 sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char* text, int32_t capacity, int32_t* length) {

@@ -260,7 +260,8 @@ SY_FROZEN(sy_engine_options_profile, offsetof(sy_engine_options, profile) == 16)
 SY_FROZEN(sy_engine_options_model, offsetof(sy_engine_options, model) == 24);
 SY_FROZEN(sy_engine_options_threads, offsetof(sy_engine_options, threads) == 32);
 SY_FROZEN(sy_engine_options_tokenizer, offsetof(sy_engine_options, tokenizer) == 40);
-SY_FROZEN(sy_engine_options_size, sizeof(sy_engine_options) == 48);
+SY_FROZEN(sy_engine_options_chat_template, offsetof(sy_engine_options, chat_template) == 48);
+SY_FROZEN(sy_engine_options_size, sizeof(sy_engine_options) == 56);
 SY_FROZEN(sy_sampling_struct_size, offsetof(sy_sampling, struct_size) == 0);
 SY_FROZEN(sy_sampling_temperature, offsetof(sy_sampling, temperature) == 4);
 SY_FROZEN(sy_sampling_top_k, offsetof(sy_sampling, top_k) == 8);

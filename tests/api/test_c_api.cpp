@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 namespace {
 
 const std::string kManifest = std::string(SY_SOURCE_DIR) + "/examples/manifests/stories.yaml";
@@ -242,6 +244,75 @@ TEST(CApi, GrowableSamplingParametersEqualTheFrozenOnesAndOldParamsStillWork) {
   greedy.max_tokens = 20;
   greedy.ignore_eos = 1;
   EXPECT_EQ(run_ids(eng.e, *old), run_ids(eng.e, greedy));
+}
+
+TEST(CApi, ChatTemplatesAndTheModelFoldersSamplingDefaultsComeThroughTheApi) {
+  // A model folder as Hugging Face lays one out: the model, its chat
+  // template and generation_config.json (the tokenizer is the manifest's).
+  const auto dir = std::filesystem::temp_directory_path() / ("sy_capi_chat_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(SY_SHARED_DIR) + "/models/stories260K.onnx", dir / "model.onnx",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "chat_template.jinja")
+      << "{% for m in messages %}{% if m.role not in ['user', 'assistant'] %}{{ raise_exception('unknown role ' + m.role) }}"
+         "{% endif %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+  std::ofstream(dir / "generation_config.json") << R"({"do_sample": true, "temperature": 0.6, "top_p": 0.9})";
+  const std::string manifest = write_manifest(dir / "m", "model: " + (dir / "model.onnx").string() + "\ntokenizer: " + SY_SHARED_DIR +
+                                                            "/models/tok512.bin\n" + plugins_yaml() +
+                                                            "passes: [attention-fusion]\ncache: {name: paged}\n");
+  Engine eng(manifest, nullptr);
+  ASSERT_NE(eng.e, nullptr);
+  EXPECT_NE(std::string(sy_engine_chat_template_name(eng.e)), "");
+  const std::string defaults = sy_engine_sampling_defaults(eng.e);
+  EXPECT_NE(defaults.find("\"temperature\":0.6"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("\"top_p\":0.9"), std::string::npos) << defaults;
+  EXPECT_NE(defaults.find("generation_config.json"), std::string::npos) << defaults;
+
+  const char* request = R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                                          {"role": "user", "content": "Tell a story"}]})";
+  const std::string expected = "<user>Hi\n<assistant>Hello\n<user>Tell a story\n<assistant>";
+  char small[8];
+  int64_t n = 0;
+  ASSERT_EQ(sy_chat_render(eng.e, request, small, sizeof small, &n), SY_API_OK) << sy_last_error();
+  ASSERT_EQ(n, static_cast<int64_t>(expected.size()));  // the full length, for a second call
+  EXPECT_EQ(std::string(small, sizeof small), expected.substr(0, sizeof small));
+  std::string text(static_cast<size_t>(n), '\0');
+  ASSERT_EQ(sy_chat_render(eng.e, request, text.data(), n, &n), SY_API_OK);
+  EXPECT_EQ(text, expected);
+  // Without the generation prompt, as asked.
+  ASSERT_EQ(sy_chat_render(eng.e, R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": false})", text.data(),
+                           static_cast<int64_t>(text.size()), &n),
+            SY_API_OK);
+  EXPECT_EQ(text.substr(0, static_cast<size_t>(n)), "<user>Hi\n");
+  // The template's refusal and malformed input are errors that say so.
+  EXPECT_EQ(sy_chat_render(eng.e, R"({"messages": [{"role": "tool", "content": "x"}]})", text.data(), 0, &n), SY_API_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sy_last_error()).find("unknown role tool"), std::string::npos) << sy_last_error();
+  EXPECT_EQ(sy_chat_render(eng.e, "{not json", text.data(), 0, &n), SY_API_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sy_last_error()).find("request_json is not JSON"), std::string::npos) << sy_last_error();
+  EXPECT_EQ(sy_chat_render(eng.e, R"({"prompt": "x"})", text.data(), 0, &n), SY_API_INVALID_ARGUMENT);
+
+  // The shared model's folder has no template: nothing to render with.
+  Engine plain;
+  EXPECT_EQ(std::string(sy_engine_chat_template_name(plain.e)), "");
+  EXPECT_EQ(std::string(sy_engine_sampling_defaults(plain.e)), "{}");
+  EXPECT_EQ(sy_chat_render(plain.e, request, text.data(), 0, &n), SY_API_UNSUPPORTED);
+  // A template file given explicitly replaces the folder's; a missing one is named.
+  std::ofstream(dir / "other.jinja") << "{% for m in messages %}[{{ m.content }}]{% endfor %}";
+  sy_engine_options o{};
+  o.struct_size = sizeof o;
+  o.manifest = manifest.c_str();
+  const std::string other_template = (dir / "other.jinja").string();
+  o.chat_template = other_template.c_str();
+  sy_engine* other = nullptr;
+  ASSERT_EQ(sy_engine_create(&o, &other), SY_API_OK) << sy_last_error();
+  ASSERT_EQ(sy_chat_render(other, request, text.data(), static_cast<int64_t>(text.size()), &n), SY_API_OK);
+  EXPECT_EQ(text.substr(0, static_cast<size_t>(n)), "[Hi][Hello][Tell a story]");
+  sy_engine_destroy(other);
+  const std::string missing = (dir / "missing.jinja").string();
+  o.chat_template = missing.c_str();
+  EXPECT_NE(sy_engine_create(&o, &other), SY_API_OK);
+  EXPECT_NE(std::string(sy_last_error()).find("missing.jinja"), std::string::npos) << sy_last_error();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

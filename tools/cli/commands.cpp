@@ -428,7 +428,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     // A running server: the same workload through concurrent streaming clients.
     w = wf.load(vocab);
     name = url;
-    r = sy::server::run_workload_http(url, api_key, served_model, w, !quiet);
+    r = run_workload_http(url, api_key, served_model, w, !quiet);
   } else {
     auto session = Session::create(mf.config());
     w = wf.load(static_cast<int>(session->model().vocab_size()));

@@ -2,9 +2,6 @@
 
 #include "request_parsing.h"
 
-#include "base/error.h"
-#include "chat/chat_template.h"
-#include "engine/model_io.h"
 
 #include <httplib.h>
 #include <signal.h>
@@ -164,21 +161,17 @@ class Server {
   Server(sy_engine* e, const ServerOptions& o) : engine_(e), opt_(o) {
     if (opt_.model_name.empty()) opt_.model_name = sy_engine_model_name(e);
     if (opt_.max_prompt_tokens <= 0) opt_.max_prompt_tokens = sy_engine_max_context(e);
-    if (!opt_.chat_template_file.empty()) {
-      chat_template_ = ChatTemplate::from_file(opt_.chat_template_file);
-    } else {
-      const std::string tok = sy_engine_tokenizer_path(e);
-      chat_template_ = ChatTemplate::from_model_dir(tok.empty() ? std::string(sy_engine_model_path(e)) : tok);
-    }
-    const SamplingDefaults d = model_sampling_defaults(sy_engine_model_path(e));
-    if (d.temperature) defaults_.default_temperature = *d.temperature;
-    if (d.top_p) defaults_.default_top_p = *d.top_p;
-    if (d.top_k) defaults_.default_top_k = *d.top_k;
-    if (d.min_p) defaults_.default_min_p = *d.min_p;
-    if (d.repetition_penalty) defaults_.default_repetition_penalty = *d.repetition_penalty;
-    if (!d.empty()) std::fprintf(stderr, "switchyard serve: default sampling from %s\n", d.source.c_str());
+    // The model folder's recommended sampling, as the engine read it.
+    const json d = json::parse(sy_engine_sampling_defaults(e));
+    if (d.contains("temperature")) defaults_.default_temperature = d["temperature"].get<float>();
+    if (d.contains("top_p")) defaults_.default_top_p = d["top_p"].get<float>();
+    if (d.contains("top_k")) defaults_.default_top_k = d["top_k"].get<int>();
+    if (d.contains("min_p")) defaults_.default_min_p = d["min_p"].get<float>();
+    if (d.contains("repetition_penalty")) defaults_.default_repetition_penalty = d["repetition_penalty"].get<float>();
+    if (d.contains("source")) std::fprintf(stderr, "switchyard serve: default sampling from %s\n", d["source"].get<std::string>().c_str());
+    has_chat_template_ = *sy_engine_chat_template_name(e) != '\0';
     std::fprintf(stderr, "switchyard serve: chat template: %s\n",
-                 chat_template_ ? chat_template_->name().c_str() : "none (chat messages are joined as plain text)");
+                 has_chat_template_ ? sy_engine_chat_template_name(e) : "none (chat messages are joined as plain text)");
   }
 
   int run() {
@@ -270,19 +263,22 @@ class Server {
     return ids;
   }
 
+  // The conversation through the engine's chat template (sy_chat_render).
   std::string render_chat(const nlohmann::ordered_json& r) const {
-    ChatRequest cr;
-    cr.messages = r["messages"];
-    if (r.contains("tools")) cr.tools = r["tools"];
-    if (r.contains("documents")) cr.documents = r["documents"];
-    cr.add_generation_prompt = r.value("add_generation_prompt", true);
-    cr.continue_final_message = r.value("continue_final_message", false);
-    if (r.contains("chat_template_kwargs")) cr.extra = r["chat_template_kwargs"];
-    try {
-      return chat_template_->apply(cr);
-    } catch (const Error& e) {
-      throw bad_request(std::string("the chat template refused the messages: ") + e.what(), "messages");
+    nlohmann::ordered_json req = nlohmann::ordered_json::object();
+    for (const char* key : {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message", "chat_template_kwargs"})
+      if (r.contains(key)) req[key] = r[key];
+    const std::string body = req.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    std::string text(4096, '\0');
+    int64_t n = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (sy_chat_render(engine_, body.c_str(), text.data(), static_cast<int64_t>(text.size()), &n) != SY_API_OK)
+        throw bad_request(std::string("the chat template refused the messages: ") + sy_last_error(), "messages");
+      if (n <= static_cast<int64_t>(text.size())) break;
+      text.resize(static_cast<size_t>(n));  // the full length is known now
     }
+    text.resize(static_cast<size_t>(n));
+    return text;
   }
 
   // A token's text on its own, as the logprobs fields report it.
@@ -329,7 +325,7 @@ class Server {
     ParsedRequest parsed;
     try {
       RenderChat render;
-      if (chat_template_) render = [this](const nlohmann::ordered_json& r) { return render_chat(r); };
+      if (has_chat_template_) render = [this](const nlohmann::ordered_json& r) { return render_chat(r); };
       parsed = parse_request(
           req.body, chat, limits(), [this](const std::string& text, bool add_special) { return tokenize(text, add_special); }, render);
     } catch (const ApiError& e) {
@@ -600,7 +596,7 @@ class Server {
   std::mutex active_mu_;
   std::set<sy_request*> active_;
   int64_t started_ = static_cast<int64_t>(std::time(nullptr));
-  std::optional<ChatTemplate> chat_template_;
+  bool has_chat_template_ = false;
   RequestLimits defaults_;  // the model's default sampling
 };
 

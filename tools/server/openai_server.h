@@ -22,10 +22,6 @@ struct ServerOptions {
   int max_n = 8;
   double shutdown_timeout_s = 10;   // SIGTERM: finish in-flight requests for this long, then cancel
   int http_threads = 128;
-  // The chat template for /v1/chat/completions: this file (.jinja, or .json
-  // with chat_template), else the model folder's (tokenizer_config.json,
-  // chat_template.jinja); without one, messages are joined as plain text.
-  std::string chat_template_file;
 };
 
 // Serves until SIGTERM or SIGINT; returns the process exit code.

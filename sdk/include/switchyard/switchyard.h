@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 2
+#define SY_API_VERSION_MINOR 3
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -83,6 +83,9 @@ typedef struct sy_engine_options {
   int32_t threads;       /* 0: the manifest's, else one per core */
   /* ---- 1.1 ---- */
   const char* tokenizer; /* NULL: the manifest's, else the one in the model folder */
+  /* ---- 1.3 ---- */
+  const char* chat_template; /* for sy_chat_render: a .jinja file, or a .json with "chat_template"; NULL: the
+                                template of the tokenizer's folder, else the model's (none: no template) */
 } sy_engine_options;
 
 /* Loads the model and plugins of a manifest profile. The profile must select
@@ -107,6 +110,27 @@ SY_API const char* sy_engine_tokenizer_path(const sy_engine* engine);
  * byte-level pieces may be part of a UTF-8 character). Writes up to
  * capacity bytes and sets *length to the full length. */
 SY_API sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char* text, int32_t capacity, int32_t* length);
+
+/* 1.3: chat templates (Hugging Face's Jinja templates, rendered as
+ * transformers renders them). The name of the engine's template ("" when it
+ * has none). */
+SY_API const char* sy_engine_chat_template_name(const sy_engine* engine);
+/* 1.3: renders a conversation with the engine's chat template. request_json
+ * is a JSON object: "messages" (required, OpenAI's shape), and optionally
+ * "tools", "documents", "add_generation_prompt" (default true),
+ * "continue_final_message" (default false), "chat_template_kwargs" (an
+ * object). Writes up to capacity bytes of the prompt text and sets *length
+ * to its full length (call again with a larger buffer when *length >
+ * capacity). SY_API_UNSUPPORTED when the engine has no template,
+ * SY_API_INVALID_ARGUMENT for malformed JSON or a conversation the template
+ * refuses (the message is the template's). */
+SY_API sy_api_status sy_chat_render(const sy_engine* engine, const char* request_json, char* text, int64_t capacity,
+                                    int64_t* length);
+/* 1.3: the sampling defaults the model folder recommends
+ * (generation_config.json, genai_config.json's search) as a JSON object with
+ * the fields it sets among "temperature", "top_p", "top_k", "min_p",
+ * "repetition_penalty", and "source" (the file); "{}" when there are none. */
+SY_API const char* sy_engine_sampling_defaults(const sy_engine* engine);
 
 /* Text <-> token ids with the manifest's tokenizer. tokenize writes up to
  * capacity ids and sets *count to the full length (call again with a

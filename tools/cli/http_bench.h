@@ -5,9 +5,9 @@
 
 #include "bench/bench_runner.h"
 
-namespace sy::server {
+namespace sy::cli {
 
 BenchResult run_workload_http(const std::string& url, const std::string& api_key, const std::string& model, const Workload& w,
                               bool progress);
 
-}  // namespace sy::server
+}  // namespace sy::cli

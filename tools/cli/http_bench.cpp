@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-namespace sy::server {
+namespace sy::cli {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -89,4 +89,4 @@ BenchResult run_workload_http(const std::string& url, const std::string& api_key
   return r;
 }
 
-}  // namespace sy::server
+}  // namespace sy::cli
