@@ -19,12 +19,14 @@
 #define SWITCHYARD_PLUGIN_HPP_
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -38,11 +40,16 @@
 
 namespace sy::plugin {
 
-// The host table this library was initialised with.
-inline const sy_host_api*& host() {
-  static const sy_host_api* h = nullptr;
+namespace detail {
+inline std::atomic<const sy_host_api*>& host_slot() {
+  static std::atomic<const sy_host_api*> h{nullptr};
   return h;
 }
+}  // namespace detail
+
+// The host table this library was initialised with (entry points may run
+// on several threads at once: two sessions loading the library together).
+inline const sy_host_api* host() { return detail::host_slot().load(std::memory_order_acquire); }
 
 // An error with a status code; any other exception maps to SY_ERROR.
 class Error : public std::runtime_error {
@@ -863,11 +870,14 @@ inline const sy_plugin_info* init_plugin(const sy_host_api* h, void (*setup)(Plu
     }();
     return &versions_only;
   }
-  host() = h;
-  // A library opened twice (two sessions, two hosts) is mapped once and its
-  // init runs again: hand out the same description, never free one in use.
+  detail::host_slot().store(h, std::memory_order_release);
+  // A library opened twice (two sessions, possibly on two threads at once)
+  // is mapped once and its init runs again: the description is built once,
+  // under a lock, and handed out to every caller; one in use is never freed.
+  static std::mutex mu;
   static std::unique_ptr<PluginBuilder> builder;
   static const sy_plugin_info* result = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
   if (result) return result;
   sy_status s = guard([&] {
     auto b = std::make_unique<PluginBuilder>();
