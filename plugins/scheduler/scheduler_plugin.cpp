@@ -13,7 +13,12 @@
 //               most chunk_size so decode steps keep flowing, preemption of
 //               the newest (or lowest-priority) running sequence when the
 //               cache cannot hold the next tokens
+//   slo         continuous batching held to a TPOT target: decodes first,
+//               prompt chunks sized by a step-cost model measured at run
+//               time (slo_scheduler.h)
 #include <switchyard/plugin.hpp>
+
+#include "slo_scheduler.h"
 
 #include <algorithm>
 #include <vector>
@@ -162,4 +167,15 @@ SY_PLUGIN(builder) {
                                 "preemption when the KV cache is full",
                                 {option_int("chunk_size", "256", "longest prompt chunk in one step"),
                                  option_bool("priorities", "false", "order by request priority, then arrival")});
+  builder.scheduler<sy_sched::SloScheduler>(
+      "slo", "1.0.0",
+      "continuous batching held to a TPOT target: decodes first, prompt chunks sized by a step-cost model measured while "
+      "it runs; admission that keeps headroom for running requests",
+      {sy::plugin::option_float("tpot_ms", "50", "target time per output token: the predicted step time"),
+       sy::plugin::option_float("ttft_ms", "0", "first-token target: a step grows past the TPOT budget when the earliest "
+                                                "prompt would miss it (0: off)"),
+       option_int("min_chunk", "16", "prompt tokens every step may run even when the target leaves no room (TTFT progress)"),
+       option_int("warmup_tokens", "64", "prompt tokens per step until the cost model has seen 8 steps"),
+       option_bool("priorities", "false", "order by request priority, then arrival"),
+       option_int("log_every", "0", "log the budget and the fitted step cost every N steps (0: never)")});
 }

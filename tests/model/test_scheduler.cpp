@@ -43,7 +43,9 @@ TEST(Schedulers, GreedyOutputsIdenticalAcrossStrategies) {
            {"static", {{"batch_size", "4"}, {"max_wait_ms", "1"}}},
            {"dynamic", {{"max_batch", "3"}, {"window_ms", "1"}}},
            {"continuous", {{"chunk_size", "8"}}},
-           {"continuous", {{"chunk_size", "64"}, {"priorities", "true"}}}}) {
+           {"continuous", {{"chunk_size", "64"}, {"priorities", "true"}}},
+           {"slo", {{"tpot_ms", "5"}, {"min_chunk", "4"}, {"warmup_tokens", "8"}}},
+           {"slo", {{"tpot_ms", "50"}, {"priorities", "true"}}}}) {
     auto s = Session::create(with_scheduler(name, options));
     auto got = s->generate(workload());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, reference[i].tokens) << name << " request " << i;
@@ -133,6 +135,27 @@ TEST(Schedulers, ChunkedPrefillDoesNotStallDecode) {
     }
   }
   EXPECT_GE(long_steps, 200 / 16);  // the long prompt was split into chunks
+}
+
+TEST(Schedulers, SloSchedulerUnderASmallCacheLosesNothingAndHoldsItsBudgetToTheTarget) {
+  auto big = Session::create(with_scheduler("continuous", {{"chunk_size", "8"}}));
+  auto slo = Session::create(with_scheduler("slo", {{"tpot_ms", "2"}, {"min_chunk", "4"}, {"warmup_tokens", "8"}},
+                                            {{"block_size", "4"}, {"num_blocks", "28"}}));
+  slo->step_engine()->record_steps(true);
+  auto a = big->generate(workload()), b = slo->generate(workload());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+  // A 2 ms target leaves little room for prompt tokens beside the decodes:
+  // once the cost model has its samples, steps stay well under the 512-token budget.
+  size_t biggest = 0;
+  const auto records = slo->step_engine()->step_records();
+  for (size_t i = 8; i < records.size(); ++i) {
+    size_t tokens = 0;
+    for (const auto& e : records[i].entries) tokens += static_cast<size_t>(e.tokens);
+    biggest = std::max(biggest, tokens);
+  }
+  std::printf("[ slo ] %zu steps, largest step after warmup %zu tokens, %lld preemptions\n", records.size(), biggest,
+              static_cast<long long>(slo->step_engine()->metrics().preemptions));
+  EXPECT_LT(biggest, 512u);
 }
 
 TEST(Schedulers, PreemptionUnderASmallCacheLosesNothing) {

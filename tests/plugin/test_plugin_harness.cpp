@@ -7,6 +7,10 @@
 
 #include <switchyard/plugin_testing.hpp>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 namespace {
 
 namespace pt = sy::plugin::testing;
@@ -29,6 +33,10 @@ TEST(PluginHarness, ShippedSchedulersKeepTheContractUnderPreemption) {
   EXPECT_TRUE(st.ok()) << st.summary();
   auto dyn = scheduler(SY_SCHEDULER_PLUGIN, "dynamic", {{"max_batch", "8"}, {"window_ms", "0"}});
   EXPECT_TRUE(dyn.ok()) << dyn.summary();
+  for (const char* tpot : {"0.001", "50"}) {  // a target no step meets, and a loose one
+    auto slo = scheduler(SY_SCHEDULER_PLUGIN, "slo", {{"tpot_ms", tpot}});
+    EXPECT_TRUE(slo.ok()) << slo.summary();
+  }
 }
 
 TEST(PluginHarness, SchedulerBuiltAgainstThe10HeaderIsDrivenAtIts10Stride) {
@@ -87,6 +95,52 @@ TEST(PluginHarness, ShippedAndSamplingDraftersProposeValidDrafts) {
   EXPECT_TRUE(sampling.ok()) << sampling.summary();
   auto old = drafter(SY_ABI_1_0_PLUGIN, "bigram-1.0");
   EXPECT_TRUE(old.ok()) << old.summary();
+}
+
+// The prompt-lookup drafter keeps an n-gram index per sequence; its
+// proposals must be exactly those of the plain rescan it replaced (the
+// latest earlier occurrence of the last g tokens, longest g first).
+std::vector<int32_t> rescan(const std::vector<int32_t>& t, int32_t gmin, int32_t gmax, int32_t k) {
+  const auto n = static_cast<int32_t>(t.size());
+  for (int32_t g = std::min(gmax, n - 1); g >= gmin; --g)
+    for (int32_t start = n - g - 1; start >= 0; --start)
+      if (std::equal(t.end() - g, t.end(), t.begin() + start))
+        return std::vector<int32_t>(t.begin() + start + g, t.begin() + start + g + std::min(k, n - start - g));
+  return {};
+}
+
+TEST(PluginHarness, PromptLookupsIndexProposesWhatARescanWould) {
+  pt::MockHost host;
+  host.load(SY_SPECULATIVE_PLUGIN);
+  const sy_drafter_desc* d = host.drafter("prompt-lookup");
+  void* state = nullptr;
+  ASSERT_EQ(d->create(nullptr, host.options(d->options, d->num_options, {{"ngram_min", "1"}, {"ngram_max", "4"}, {"k", "5"}}), &state), SY_OK);
+  std::mt19937 rng(3);
+  int64_t proposals = 0, nonempty = 0;
+  for (uint64_t seq = 1; seq <= 6; ++seq) {
+    std::vector<int32_t> t;
+    for (int step = 0; step < 400; ++step) {
+      // Append 1-3 tokens from a small alphabet (repeats are common), as accepted drafts would.
+      for (int a = 1 + static_cast<int>(rng() % 3); a > 0; --a) t.push_back(static_cast<int32_t>(rng() % (seq + 3)));
+      int32_t out[5], count = -1;
+      ASSERT_EQ(d->propose(state, seq, t.data(), static_cast<int32_t>(t.size()), 5, out, &count), SY_OK);
+      const auto expected = rescan(t, 1, 4, 5);
+      ASSERT_EQ(std::vector<int32_t>(out, out + count), expected) << "sequence " << seq << " at " << t.size() << " tokens";
+      ++proposals;
+      nonempty += count > 0;
+    }
+    if (seq == 3) {  // a sequence that changed under the drafter is re-indexed
+      t.resize(t.size() / 2);
+      t.back() = 999;
+      int32_t out[5], count = -1;
+      ASSERT_EQ(d->propose(state, seq, t.data(), static_cast<int32_t>(t.size()), 5, out, &count), SY_OK);
+      EXPECT_EQ(std::vector<int32_t>(out, out + count), rescan(t, 1, 4, 5));
+    }
+    ASSERT_EQ(d->release(state, seq), SY_OK);
+  }
+  d->destroy(state);
+  std::printf("[ harness ] prompt-lookup: %lld proposals equal to the rescan's (%lld non-empty)\n", static_cast<long long>(proposals),
+              static_cast<long long>(nonempty));
 }
 
 TEST(PluginHarness, CatchesADrafterOutsideTheVocabulary) {
