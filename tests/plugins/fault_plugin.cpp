@@ -6,7 +6,7 @@
 //                            and/or sleeping on each call; option fail: the
 //                            pass itself fails
 //   cache "refusing-paged"   a paged cache that refuses to grow a sequence past
-//                            max_tokens_per_seq
+//                            max_tokens_per_seq (the fault cache, not failing)
 //   drafter "bad-drafter"    proposes token ids outside any vocabulary
 //   scheduler "fault-scheduler", cache "fault-cache", drafter "fault-drafter":
 //                            a plain FCFS scheduler, a paged cache and a
@@ -15,13 +15,12 @@
 //                            or by an exception escaping across the ABI
 #include <switchyard/plugin.hpp>
 
-#include <stdexcept>
-#include <string>
-
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "block_cache.h"
@@ -78,86 +77,6 @@ class FaultySigmoid {
  private:
   int64_t fail_on_, delay_ms_, calls_ = 0;
 };
-
-// ---- refusing-paged: BlockCache with a per-sequence token ceiling
-
-struct RefusingCache {
-  std::unique_ptr<sy_cache::BlockCache> cache;
-  std::vector<int64_t> dims;
-  int32_t max_tokens;
-  std::map<uint64_t, int32_t> held;
-};
-RefusingCache& rc(void* s) { return *static_cast<RefusingCache*>(s); }
-
-sy_status rc_create(void*, const sy_cache_config* c, const sy_options* o, void** out) {
-  return guard([&] {
-    Options opts(o);
-    sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, static_cast<int32_t>(opts.get_int("block_size")), opts.get_int("num_blocks"), false};
-    auto s = std::make_unique<RefusingCache>();
-    s->cache = std::make_unique<sy_cache::BlockCache>(cfg, sy::plugin::host());
-    s->dims = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim};
-    s->max_tokens = static_cast<int32_t>(opts.get_int("max_tokens_per_seq"));
-    *out = s.release();
-  });
-}
-sy_status rc_allocate(void* s, uint64_t seq, int32_t n) {
-  RefusingCache& c = rc(s);
-  if (c.held[seq] + n > c.max_tokens) {
-    sy::plugin::host()->set_error(("refusing-paged: sequence would hold " + std::to_string(c.held[seq] + n) + " tokens, over the configured " +
-                                   std::to_string(c.max_tokens))
-                                      .c_str());
-    return SY_OUT_OF_MEMORY;
-  }
-  bool ok = false;
-  sy_status st = guard([&] { ok = c.cache->allocate(seq, n); });
-  if (st != SY_OK) return st;
-  if (!ok) return SY_OUT_OF_MEMORY;
-  c.held[seq] += n;
-  return SY_OK;
-}
-sy_status rc_match(void* s, uint64_t seq, const int32_t* t, int32_t n, int32_t* cached) {
-  return guard([&] { rc(s).held[seq] += (*cached = rc(s).cache->match_prefix(seq, t, n)); });
-}
-sy_status rc_commit(void* s, uint64_t seq, const int32_t* t, int32_t n) { return guard([&] { rc(s).cache->commit(seq, t, n); }); }
-sy_status rc_truncate(void* s, uint64_t seq, int32_t len) {
-  return guard([&] {
-    rc(s).cache->truncate(seq, len);
-    rc(s).held[seq] = std::min(rc(s).held[seq], len);
-  });
-}
-sy_status rc_fork(void* s, uint64_t p, uint64_t c) {
-  return guard([&] {
-    rc(s).cache->fork(p, c);
-    rc(s).held[c] = rc(s).held[p];
-  });
-}
-sy_status rc_release(void* s, uint64_t seq) {
-  return guard([&] {
-    rc(s).cache->release(seq);
-    rc(s).held.erase(seq);
-  });
-}
-sy_status rc_table(void* s, uint64_t seq, const int32_t** blocks, int32_t* n) {
-  return guard([&] {
-    const auto& t = rc(s).cache->table(seq);
-    *blocks = t.data();
-    *n = static_cast<int32_t>(t.size());
-  });
-}
-sy_status rc_storage(void* s, int32_t layer, sy_tensor* k, sy_tensor* v) {
-  return guard([&] {
-    RefusingCache& c = rc(s);
-    *k = sy_tensor{SY_DTYPE_FLOAT32, 4, c.dims.data(), c.cache->keys(layer), SY_DEVICE_CPU, 0};
-    *v = sy_tensor{SY_DTYPE_FLOAT32, 4, c.dims.data(), c.cache->values(layer), SY_DEVICE_CPU, 0};
-  });
-}
-sy_status rc_stats(void* s, sy_cache_stats* out) {
-  return guard([&] {
-    out->total_blocks = static_cast<int32_t>(rc(s).cache->config().num_blocks);
-    out->free_blocks = static_cast<int32_t>(rc(s).cache->free_blocks());
-  });
-}
-void rc_destroy(void* s) { delete static_cast<RefusingCache*>(s); }
 
 // ---- fault-scheduler, fault-cache, fault-drafter
 
@@ -219,19 +138,25 @@ sy_status fs_plan(void* state, const sy_sched_input* in, sy_sched_decision* out,
 }
 void fs_destroy(void* state) { delete static_cast<FaultScheduler*>(state); }
 
+// One paged cache behind two descriptors: "fault-cache" (its fail_in
+// function fails) and "refusing-paged" (it refuses, as a full cache does, to
+// grow a sequence past max_tokens_per_seq; nothing fails).
 struct FaultCache {
   std::unique_ptr<sy_cache::BlockCache> cache;
   std::vector<int64_t> dims;
   Fault fault;
+  int64_t max_tokens;  // per sequence (0: no ceiling)
+  std::map<uint64_t, int32_t> held;
 };
 FaultCache& fc(void* s) { return *static_cast<FaultCache*>(s); }
 sy_status fc_create(void*, const sy_cache_config* c, const sy_options* o, void** out) {
   return guard([&] {
     Options opts(o);
-    sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, static_cast<int32_t>(opts.get_int("block_size")), opts.get_int("num_blocks"), true};
+    sy_cache::Config cfg{c->num_layers, c->kv_heads, c->head_dim, static_cast<int32_t>(opts.get_int("block_size")), opts.get_int("num_blocks"),
+                         opts.get_bool("prefix_caching")};
     auto s = std::make_unique<FaultCache>(FaultCache{std::make_unique<sy_cache::BlockCache>(cfg, sy::plugin::host()),
                                                      {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim},
-                                                     Fault("fault-cache", opts)});
+                                                     Fault("fault-cache", opts), opts.get_int("max_tokens_per_seq"), {}});
     *out = s.release();
   });
 }
@@ -240,13 +165,23 @@ sy_status fc_create(void*, const sy_cache_config* c, const sy_options* o, void**
   if (sy_status st = fc(state).fault.check(fn); st != SY_OK) return st
 sy_status fc_allocate(void* s, uint64_t seq, int32_t n) {
   FAULT_CHECK(s, "allocate");
+  FaultCache& c = fc(s);
+  if (c.max_tokens > 0 && c.held[seq] + n > c.max_tokens) {
+    sy::plugin::host()->set_error(("refusing-paged: sequence would hold " + std::to_string(c.held[seq] + n) + " tokens, over the configured " +
+                                   std::to_string(c.max_tokens))
+                                      .c_str());
+    return SY_OUT_OF_MEMORY;
+  }
   bool ok = false;
-  sy_status st = guard([&] { ok = fc(s).cache->allocate(seq, n); });
-  return st != SY_OK ? st : ok ? SY_OK : SY_OUT_OF_MEMORY;
+  sy_status st = guard([&] { ok = c.cache->allocate(seq, n); });
+  if (st != SY_OK) return st;
+  if (!ok) return SY_OUT_OF_MEMORY;
+  c.held[seq] += n;
+  return SY_OK;
 }
 sy_status fc_match(void* s, uint64_t seq, const int32_t* t, int32_t n, int32_t* cached) {
   FAULT_CHECK(s, "match_prefix");
-  return guard([&] { *cached = fc(s).cache->match_prefix(seq, t, n); });
+  return guard([&] { fc(s).held[seq] += (*cached = fc(s).cache->match_prefix(seq, t, n)); });
 }
 sy_status fc_commit(void* s, uint64_t seq, const int32_t* t, int32_t n) {
   FAULT_CHECK(s, "commit");
@@ -254,11 +189,23 @@ sy_status fc_commit(void* s, uint64_t seq, const int32_t* t, int32_t n) {
 }
 sy_status fc_truncate(void* s, uint64_t seq, int32_t len) {
   FAULT_CHECK(s, "truncate");
-  return guard([&] { fc(s).cache->truncate(seq, len); });
+  return guard([&] {
+    fc(s).cache->truncate(seq, len);
+    fc(s).held[seq] = std::min(fc(s).held[seq], len);
+  });
+}
+sy_status fc_fork(void* s, uint64_t parent, uint64_t child) {
+  return guard([&] {
+    fc(s).cache->fork(parent, child);
+    fc(s).held[child] = fc(s).held[parent];
+  });
 }
 sy_status fc_release(void* s, uint64_t seq) {
   FAULT_CHECK(s, "release");
-  return guard([&] { fc(s).cache->release(seq); });
+  return guard([&] {
+    fc(s).cache->release(seq);
+    fc(s).held.erase(seq);
+  });
 }
 sy_status fc_table(void* s, uint64_t seq, const int32_t** blocks, int32_t* n) {
   FAULT_CHECK(s, "block_table");
@@ -328,26 +275,6 @@ SY_PLUGIN(builder) {
                            option_int("delay_ms", "0", "the layer-0 kernel sleeps this long on each call"),
                            option_bool("fail", "false", "the pass fails after rewriting")});
   builder.kernel<FaultySigmoid>({"fault_sigmoid", "1.0.0", "fault", "Sigmoid", SY_DEVICE_CPU, {SY_DTYPE_FLOAT32}});
-  sy_cache_desc c{};
-  c.struct_size = sizeof(c);
-  c.name = "refusing-paged";
-  c.version = "1.0.0";
-  c.description = "paged cache refusing to grow a sequence past max_tokens_per_seq";
-  c.options = builder.options({option_int("block_size", "16", "tokens per block"), option_int("num_blocks", "256", "blocks"),
-                               option_int("max_tokens_per_seq", "64", "refuse allocations past this many tokens per sequence")},
-                              c.num_options);
-  c.create = rc_create;
-  c.allocate = rc_allocate;
-  c.match_prefix = rc_match;
-  c.commit = rc_commit;
-  c.truncate = rc_truncate;
-  c.fork = rc_fork;
-  c.release = rc_release;
-  c.block_table = rc_table;
-  c.storage = rc_storage;
-  c.stats = rc_stats;
-  c.destroy = rc_destroy;
-  builder.cache(c);
   sy_drafter_desc d{};
   d.struct_size = sizeof(d);
   d.name = "bad-drafter";
@@ -374,26 +301,34 @@ SY_PLUGIN(builder) {
   fs.destroy = fs_destroy;
   builder.scheduler(fs);
 
-  sy_cache_desc fcd{};
-  fcd.struct_size = sizeof(fcd);
-  fcd.name = "fault-cache";
-  fcd.version = "1.0.0";
-  fcd.description = "paged prefix cache whose chosen function fails as configured";
-  auto cache_options = fault_options("allocate, match_prefix, commit, truncate, release, block_table, stats", "allocate");
-  cache_options.push_back(option_int("block_size", "16", "tokens per block"));
-  cache_options.push_back(option_int("num_blocks", "256", "blocks"));
-  fcd.options = builder.options(cache_options, fcd.num_options);
-  fcd.create = fc_create;
-  fcd.allocate = fc_allocate;
-  fcd.match_prefix = fc_match;
-  fcd.commit = fc_commit;
-  fcd.truncate = fc_truncate;
-  fcd.release = fc_release;
-  fcd.block_table = fc_table;
-  fcd.storage = fc_storage;
-  fcd.stats = fc_stats;
-  fcd.destroy = fc_destroy;
-  builder.cache(fcd);
+  // The two caches: the same functions, other option defaults.
+  auto paged_cache = [&](const char* name, const char* description, const char* fail_in, const char* max_tokens, const char* prefix) {
+    sy_cache_desc c{};
+    c.struct_size = sizeof(c);
+    c.name = name;
+    c.version = "1.0.0";
+    c.description = description;
+    auto options = fault_options("allocate, match_prefix, commit, truncate, release, block_table, stats", fail_in);
+    options.push_back(option_int("block_size", "16", "tokens per block"));
+    options.push_back(option_int("num_blocks", "256", "blocks"));
+    options.push_back(option_int("max_tokens_per_seq", max_tokens, "refuse allocations past this many tokens per sequence (0: none)"));
+    options.push_back(option_bool("prefix_caching", prefix, "share committed full blocks across sequences"));
+    c.options = builder.options(options, c.num_options);
+    c.create = fc_create;
+    c.allocate = fc_allocate;
+    c.match_prefix = fc_match;
+    c.commit = fc_commit;
+    c.truncate = fc_truncate;
+    c.fork = fc_fork;
+    c.release = fc_release;
+    c.block_table = fc_table;
+    c.storage = fc_storage;
+    c.stats = fc_stats;
+    c.destroy = fc_destroy;
+    builder.cache(c);
+  };
+  paged_cache("refusing-paged", "paged cache refusing to grow a sequence past max_tokens_per_seq", "none", "64", "false");
+  paged_cache("fault-cache", "paged prefix cache whose chosen function fails as configured", "allocate", "0", "true");
 
   sy_drafter_desc fdd{};
   fdd.struct_size = sizeof(fdd);
