@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # ThreadSanitizer build of the threaded parts, warnings as errors: the step
 # engine and its schedulers, speculative decoding, fault injection, the thread
-# pool, the C API (text copied out while the engine appends), and the
-# OpenAI server under 64 concurrent clients. Part of CI
+# pool, the C API (text copied out while the engine appends; engines created
+# on several threads at once), plugin failures contained while another
+# session runs, and the OpenAI server under 64 concurrent clients. Part of CI
 # (scripts/test.sh); any data race fails it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TSAN_BUILD_DIR:-build-tsan}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSWITCHYARD_TSAN=ON -DSWITCHYARD_WERROR=ON \
   -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_CUDA=OFF -DPython3_EXECUTABLE="$(command -v python3)" > /dev/null
-cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening test_core test_c_api switchyard switchyard_attention \
+cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening test_plugin_faults test_core test_c_api switchyard switchyard_attention \
   switchyard_cache switchyard_scheduler switchyard_speculative sy_test_fault
 cd "$BUILD"
 # halt_on_error: the first race fails the test that hit it.
 SWITCHYARD_TSAN=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|FaultInjection|Limits|CacheManager|ThreadPool|CApi|openai_server"
+  ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|FaultInjection|PluginFaults|Limits|CacheManager|ThreadPool|CApi|openai_server"
