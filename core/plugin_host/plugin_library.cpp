@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <vector>
 
 #include "base/error.h"
@@ -35,6 +36,20 @@ std::string sha256_file(const std::string& path) {
   return out;
 }
 
+namespace {
+// Opening, initialising, shutting down and closing plugin libraries happen
+// one at a time in the process. Two sessions may load the same library on
+// two threads: its init (a raw C one may fill statics) then never runs
+// concurrently, and the last dlclose, which runs the library's static
+// destructors, is ordered after every other session's use of it (the
+// loader's own reference counting is invisible to ThreadSanitizer, which
+// reported exactly that hand-off).
+std::recursive_mutex& loader_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+}  // namespace
+
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, const std::optional<std::string>& sha256) {
   std::shared_ptr<PluginLibrary> p(new PluginLibrary());
   p->path_ = path;
@@ -53,6 +68,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, cons
                                            << " but the file has " << p->sha256_
                                            << " (the library changed since the manifest was written)");
   }
+  std::lock_guard<std::recursive_mutex> lock(loader_mutex());  // released before p on a throw
   try {
     p->lib_.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
@@ -159,6 +175,7 @@ void PluginLibrary::validate() {
 }
 
 PluginLibrary::~PluginLibrary() {
+  std::lock_guard<std::recursive_mutex> lock(loader_mutex());
   if (info_ && SY_HAS_FIELD(info_, sy_plugin_info, shutdown) && info_->shutdown && abi_major_ == SY_PLUGIN_ABI_MAJOR) {
     PluginCall call(name_, nullptr);
     try {
@@ -167,7 +184,7 @@ PluginLibrary::~PluginLibrary() {
       // A throwing shutdown must not take the process down; nothing to report to.
     }
   }
-  // lib_ closes the library after this body.
+  lib_.unload();  // under the lock (see loader_mutex)
 }
 
 }  // namespace sy
