@@ -180,6 +180,7 @@ class StepEngine {
   int32_t scheduler_failures_ = 0;  // consecutive failed plans
   int32_t failed_steps_ = 0;        // consecutive steps that failed before running anything
   std::string cache_failed_;        // the cache manager's last failed release (its blocks may be lost)
+  std::string scheduler_out_;       // why the scheduler is out of service, with no fallback ("" : in service)
   Drafter* drafter_ = nullptr;
   int32_t spec_k_ = 0;
   StepEngineOptions options_;

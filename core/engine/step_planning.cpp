@@ -71,6 +71,13 @@ void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
 // (scheduler.on_failure: builtin), or fails every queued request with the
 // plugin's message and refuses new ones.
 std::vector<StepEngine::Scheduled> StepEngine::plan() {
+  if (!scheduler_out_.empty()) {
+    // Out of service without a fallback: requests that were submitted before
+    // submit() started refusing (already in the queue) fail the same way.
+    for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, scheduler_out_);
+    for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end())) finish(s, FinishReason::Error, scheduler_out_);
+    return {};
+  }
   if (!scheduler_) return plan_builtin();
   try {
     std::vector<Scheduled> batch = plan_with_plugin();
@@ -85,15 +92,16 @@ std::vector<StepEngine::Scheduled> StepEngine::plan() {
     const std::string why = msg + " (failed " + std::to_string(scheduler_failures_) + " steps in a row: the scheduler is out of service" +
                             (options_.scheduler_fallback_builtin ? "; serving on with the built-in batcher)" : ")");
     note_plugin_failure(why);
-    if (!options_.scheduler_fallback_builtin) {
+    if (options_.scheduler_fallback_builtin) {
+      scheduler_ = nullptr;
+      return plan_builtin();
+    }
+    {
       std::lock_guard<std::mutex> lock(mu_);
       out_of_service_ = why;
     }
-    scheduler_ = nullptr;
-    if (options_.scheduler_fallback_builtin) return plan_builtin();
-    for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, why);
-    for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end())) finish(s, FinishReason::Error, why);
-    return {};
+    scheduler_out_ = why;
+    return plan();  // fails what is queued
   }
 }
 
