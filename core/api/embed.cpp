@@ -259,6 +259,15 @@ sy_api_status sy_chat_render(const sy_engine* engine, const char* request_json, 
     }
     if (!r.is_object() || !r.contains("messages") || !r["messages"].is_array())
       return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: request_json must be an object with a 'messages' list");
+    // A key the renderer would not use is refused, not dropped (a caller
+    // expecting it to change the prompt would get a silently different one).
+    static const char* const known[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                                        "chat_template_kwargs"};
+    for (const auto& [key, value] : r.items())
+      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
+        return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: unknown key '" + key +
+                                                 "' (known: messages, tools, documents, add_generation_prompt, "
+                                                 "continue_final_message, chat_template_kwargs)");
     sy::ChatRequest cr;
     cr.messages = r["messages"];
     if (r.contains("tools")) cr.tools = r["tools"];

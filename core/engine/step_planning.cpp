@@ -189,7 +189,7 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
     SY_CHECK_KIND(!seen[d.seq_id], ErrorKind::PluginFailure, "scheduler named sequence " << d.seq_id << " twice in one step");
     seen[d.seq_id] = true;
     if (d.action == SY_SCHED_PREEMPT) {
-      SY_CHECK_KIND(std::find(running_.begin(), running_.end(), it->second) != running_.end(), ErrorKind::PluginFailure,
+      SY_CHECK_KIND(it->second->state == SeqState::Running, ErrorKind::PluginFailure,
                     "scheduler preempted sequence " << d.seq_id << ", which is not running");
       preempt(it->second);
       continue;
@@ -204,7 +204,7 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
   for (const auto& d : plan) {
     if (d.action != SY_SCHED_RUN) continue;
     Seq* s = by_id[d.seq_id];
-    if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;
+    if (s->state != SeqState::Running) continue;
     int32_t n = std::min(d.num_tokens, s->remaining());
     bool room = false;
     if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) continue;
@@ -218,7 +218,7 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
   for (const auto& d : plan) {
     if (d.action != SY_SCHED_RUN) continue;
     Seq* s = by_id[d.seq_id];
-    if (std::find(waiting_.begin(), waiting_.end(), s) == waiting_.end()) continue;
+    if (s->state != SeqState::Waiting) continue;
     if (static_cast<int>(running_.size()) >= options_.max_seqs) break;
     size_t before = batch.size();
     admit(s, d.num_tokens, batch);

@@ -83,7 +83,9 @@ class SloScheduler {
         warmup_(static_cast<int32_t>(o.get_int("warmup_tokens"))),
         priorities_(o.get_bool("priorities")),
         log_every_(o.get_int("log_every")) {
-    if (tpot_s_ <= 0) throw sy::plugin::Error("tpot_ms must be positive", SY_INVALID_ARGUMENT);
+    if (!(tpot_s_ > 0)) throw sy::plugin::Error("tpot_ms must be positive", SY_INVALID_ARGUMENT);
+    if (!(ttft_s_ >= 0)) throw sy::plugin::Error("ttft_ms must be >= 0 (0: off)", SY_INVALID_ARGUMENT);
+    if (log_every_ < 0) throw sy::plugin::Error("log_every must be >= 0 (0: never)", SY_INVALID_ARGUMENT);
     if (min_chunk_ < 1 || warmup_ < 1) throw sy::plugin::Error("min_chunk and warmup_tokens must be positive", SY_INVALID_ARGUMENT);
   }
 

@@ -290,6 +290,8 @@ TEST(CApi, ChatTemplatesAndTheModelFoldersSamplingDefaultsComeThroughTheApi) {
   EXPECT_EQ(sy_chat_render(eng.e, "{not json", text.data(), 0, &n), SY_API_INVALID_ARGUMENT);
   EXPECT_NE(std::string(sy_last_error()).find("request_json is not JSON"), std::string::npos) << sy_last_error();
   EXPECT_EQ(sy_chat_render(eng.e, R"({"prompt": "x"})", text.data(), 0, &n), SY_API_INVALID_ARGUMENT);
+  EXPECT_EQ(sy_chat_render(eng.e, R"({"messages": [], "add_special_tokens": true})", text.data(), 0, &n), SY_API_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sy_last_error()).find("unknown key 'add_special_tokens'"), std::string::npos) << sy_last_error();
 
   // The shared model's folder has no template: nothing to render with.
   Engine plain;

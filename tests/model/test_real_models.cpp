@@ -135,7 +135,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Exports, RealModel, ::testing::ValuesIn(cases()), case_name);
 
-// Continuous batching and prompt-lookup speculation on real exports: greedy
+// Continuous batching (the continuous and slo schedulers) and prompt-lookup speculation on real exports: greedy
 // outputs identical to the graph as exported, with drafts verified on every
 // model (prompts that repeat themselves) and accepted on some (random
 // weights do not always continue a repetition).
@@ -153,7 +153,7 @@ TEST(RealModels, ContinuousBatchingAndSpeculationMatchTheBaseline) {
     auto base = Session::create(default_config(m, "baseline"));
     std::vector<std::vector<int>> expect;
     for (const auto& r : batch) expect.push_back(base->generate({r})[0].tokens);
-    for (const char* profile : {"continuous", "lookup"}) {
+    for (const char* profile : {"continuous", "slo", "lookup"}) {
       auto s = Session::create(default_config(m, profile));
       s->step_engine()->record_steps(true);
       auto out = s->generate(batch);

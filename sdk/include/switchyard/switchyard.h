@@ -119,7 +119,7 @@ SY_API const char* sy_engine_chat_template_name(const sy_engine* engine);
  * is a JSON object: "messages" (required, OpenAI's shape), and optionally
  * "tools", "documents", "add_generation_prompt" (default true),
  * "continue_final_message" (default false), "chat_template_kwargs" (an
- * object). Writes up to capacity bytes of the prompt text and sets *length
+ * object); any other key is refused, naming it. Writes up to capacity bytes of the prompt text and sets *length
  * to its full length (call again with a larger buffer when *length >
  * capacity). SY_API_UNSUPPORTED when the engine has no template,
  * SY_API_INVALID_ARGUMENT for malformed JSON or a conversation the template
