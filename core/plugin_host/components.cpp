@@ -127,10 +127,8 @@ std::unique_ptr<GraphPass> instantiate_pass(const ComponentEntry& e, const Optio
 // ---- scheduler
 
 std::pair<size_t, size_t> scheduler_element_sizes(const sy_scheduler_desc* d, const std::string& who) {
-  constexpr size_t seq_1_0 = offsetof(sy_sched_seq, remaining_tokens), seq_1_3 = offsetof(sy_sched_seq, reserved_1_3) + sizeof(int32_t);
-  constexpr size_t decision_1_0 = sizeof(sy_sched_decision);
-  if (!SY_HAS_FIELD(d, sy_scheduler_desc, decision_size)) return {seq_1_0, decision_1_0};
-  const size_t seq = d->seq_size ? d->seq_size : seq_1_3, decision = d->decision_size ? d->decision_size : decision_1_0;
+  constexpr size_t seq_1_0 = SY_SCHED_SEQ_SIZE_1_0, decision_1_0 = sizeof(sy_sched_decision);
+  const size_t seq = sy_scheduler_seq_size(d), decision = sy_scheduler_decision_size(d);
   SY_CHECK(seq >= seq_1_0 && seq % alignof(sy_sched_seq) == 0,
            who << ": scheduler '" << d->name << "' declares seq_size " << d->seq_size << " (at least " << seq_1_0 << ", a multiple of "
                << alignof(sy_sched_seq) << ")");

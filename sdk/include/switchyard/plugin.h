@@ -550,6 +550,25 @@ typedef struct sy_scheduler_desc {
                              A plugin built against a later minor that grows them sets both (plugin.hpp does) */
 } sy_scheduler_desc;
 
+/* The element sizes of a scheduler's arrays, as a host lays them out (one
+ * definition for the host, plugin.hpp and the test harness): what the
+ * descriptor declares, the 1.3 sizes for 0, the 1.0 sizes for a descriptor
+ * built before 1.3. And the stride of an input's arrays as a plugin reads
+ * them (the 1.0 size from a host older than 1.3). */
+#define SY_SCHED_SEQ_SIZE_1_0 offsetof(sy_sched_seq, remaining_tokens)
+#define SY_SCHED_SEQ_SIZE_1_3 (offsetof(sy_sched_seq, reserved_1_3) + sizeof(int32_t))
+static inline size_t sy_scheduler_seq_size(const sy_scheduler_desc* d) {
+  if (!SY_HAS_FIELD(d, sy_scheduler_desc, decision_size)) return SY_SCHED_SEQ_SIZE_1_0;
+  return d->seq_size ? d->seq_size : SY_SCHED_SEQ_SIZE_1_3;
+}
+static inline size_t sy_scheduler_decision_size(const sy_scheduler_desc* d) {
+  if (!SY_HAS_FIELD(d, sy_scheduler_desc, decision_size) || !d->decision_size) return sizeof(sy_sched_decision);
+  return d->decision_size;
+}
+static inline size_t sy_sched_input_seq_size(const sy_sched_input* in) {
+  return SY_HAS_FIELD(in, sy_sched_input, seq_size) ? in->seq_size : SY_SCHED_SEQ_SIZE_1_0;
+}
+
 /* KV-cache manager. */
 typedef struct sy_cache_config {
   uint32_t struct_size;

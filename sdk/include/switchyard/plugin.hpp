@@ -619,8 +619,8 @@ struct SchedulerTrampolines {
       // remaining_tokens: S always sees this header's layout and meanings.
       std::vector<sy_sched_seq> waiting, running;
       sy_sched_input input = *in;
-      if (!SY_HAS_FIELD(in, sy_sched_input, seq_size) || in->seq_size != sizeof(sy_sched_seq)) {
-        const size_t stride = SY_HAS_FIELD(in, sy_sched_input, seq_size) ? in->seq_size : offsetof(sy_sched_seq, remaining_tokens);
+      const size_t stride = sy_sched_input_seq_size(in);
+      if (stride != sizeof(sy_sched_seq)) {
         const bool old_host = !SY_HAS_FIELD(in, sy_sched_input, seq_size);
         auto relay = [&](const sy_sched_seq* from, int32_t n, std::vector<sy_sched_seq>& to) {
           to.assign(static_cast<size_t>(n), sy_sched_seq{});

@@ -252,12 +252,7 @@ inline Report check_scheduler(MockHost& host, const std::string& name, std::map<
   Report r;
   r.component = "scheduler '" + name + "'";
   // The element sizes the plugin was built with (as the host reads them).
-  const size_t seq_1_0 = offsetof(sy_sched_seq, remaining_tokens);
-  size_t seq_size = seq_1_0, decision_size = sizeof(sy_sched_decision);
-  if (SY_HAS_FIELD(d, sy_scheduler_desc, decision_size)) {
-    seq_size = d->seq_size ? d->seq_size : offsetof(sy_sched_seq, reserved_1_3) + sizeof(int32_t);
-    decision_size = d->decision_size ? d->decision_size : sizeof(sy_sched_decision);
-  }
+  const size_t seq_size = sy_scheduler_seq_size(d), decision_size = sy_scheduler_decision_size(d);
   void* state = nullptr;
   ++r.calls;
   if (d->create(nullptr, host.options(d->options, d->num_options, std::move(options)), &state) != SY_OK) {
