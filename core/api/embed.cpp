@@ -263,11 +263,13 @@ sy_api_status sy_chat_render(const sy_engine* engine, const char* request_json, 
     // expecting it to change the prompt would get a silently different one).
     static const char* const known[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
                                         "chat_template_kwargs"};
-    for (const auto& [key, value] : r.items())
+    for (const auto& item : r.items()) {
+      const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
       if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
         return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: unknown key '" + key +
                                                  "' (known: messages, tools, documents, add_generation_prompt, "
                                                  "continue_final_message, chat_template_kwargs)");
+    }
     sy::ChatRequest cr;
     cr.messages = r["messages"];
     if (r.contains("tools")) cr.tools = r["tools"];
