@@ -1,10 +1,12 @@
-// MatMul and Gemm on OpenBLAS. OpenBLAS runs single-threaded; large products
-// are split over output columns on the host thread pool instead, so BLAS
-// threads never compete with the engine's.
+// MatMul and Gemm: products of a few rows (decode, speculative verification)
+// on the small-GEMM kernel, larger ones on OpenBLAS. OpenBLAS runs
+// single-threaded; large products are split over output columns on the host
+// thread pool instead, so BLAS threads never compete with the engine's.
 #include <cblas.h>
 
 #include "kernels/kernel_util.h"
 #include "kernels/registry.h"
+#include "kernels/small_gemm.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -24,17 +26,13 @@ void gemm(ThreadPool* threads, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     return;
   }
   auto run = [&](int64_t n0, int64_t n1) {
-    const float* b = tb ? B + n0 * ldb : B + n0;
-    if (M == 1 && !ta) {
-      // GEMV: y = op(B)^T x.
-      if (tb)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n1 - n0), static_cast<int>(K), alpha, b,
-                    static_cast<int>(ldb), A, 1, beta, C + n0, 1);
-      else
-        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(K), static_cast<int>(n1 - n0), alpha, b,
-                    static_cast<int>(ldb), A, 1, beta, C + n0, 1);
+    if (!ta && M <= kSmallGemmMaxRows) {
+      // Few rows: one pass over the weights for all of them, each row's
+      // result independent of the others (see small_gemm.h).
+      small_gemm(tb, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
     }
+    const float* b = tb ? B + n0 * ldb : B + n0;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
                 static_cast<int>(n1 - n0), static_cast<int>(K), alpha, A, static_cast<int>(lda), b,
                 static_cast<int>(ldb), beta, C + n0, static_cast<int>(ldc));

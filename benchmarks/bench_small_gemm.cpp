@@ -1,0 +1,99 @@
+// Few-row fp32 products as decode (M = 1) and speculative verification
+// (M = k + 1) run them: the small-GEMM kernel per instruction-set path
+// against OpenBLAS (sgemv at M = 1, sgemm above), on weight matrices larger
+// than the caches, split over two threads as the engine's pool does. The
+// question it answers: does verifying k drafts cost about one decode step?
+// Prints a table (time, weight GB/s against the measured read bandwidth, and
+// the cost relative to M = 1), writes JSON (--out).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "bench/bench_runner.h"
+#include "kernels/small_gemm.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t mid = n / 2 / 32 * 32;
+  std::thread t([&] { fn(0, mid); });
+  fn(mid, n);
+  t.join();
+}
+
+template <typename F>
+double best_seconds(F&& f, int reps) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return *std::min_element(t.begin(), t.end());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out = "bench-small-gemm.json";
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+  openblas_set_num_threads(1);
+  const double bw = sy::measure_read_bandwidth_gbs(2);
+  std::printf("few-row fp32 products, 2 threads; measured read bandwidth %.1f GB/s; engine path: %s\n", bw, sy::small_gemm_path());
+  // A 110m-shaped layer's widest matrices and a vocabulary projection.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 2048}, {2048, 768}, {768, 32000}};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> d(0.f, 0.02f);
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("%-12s %-9s %3s %10s %8s %8s %10s\n", "K x N", "path", "M", "us", "GB/s", "of bw", "x M=1");
+  for (auto [K, N] : shapes) {
+    std::vector<float> w(static_cast<size_t>(K * N)), x(static_cast<size_t>(sy::kSmallGemmMaxRows * K)),
+        y(static_cast<size_t>(sy::kSmallGemmMaxRows * N));
+    for (auto& v : w) v = d(rng);
+    for (auto& v : x) v = d(rng);
+    std::vector<std::pair<std::string, std::function<void(int64_t)>>> paths;
+    paths.emplace_back("openblas", [&](int64_t M) {
+      two_threads(N, [&](int64_t n0, int64_t n1) {
+        if (M == 1)
+          cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(K), static_cast<int>(n1 - n0), 1.f, w.data() + n0, static_cast<int>(N),
+                      x.data(), 1, 0.f, y.data() + n0, 1);
+        else
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(n1 - n0), static_cast<int>(K), 1.f,
+                      x.data(), static_cast<int>(K), w.data() + n0, static_cast<int>(N), 0.f, y.data() + n0, static_cast<int>(N));
+      });
+    });
+    for (const char* name : {"generic", "avx2", "avx512"})
+      if (sy::SmallGemmFn fn = sy::small_gemm_build(name))
+        paths.emplace_back(name, [&, fn](int64_t M) {
+          two_threads(N, [&](int64_t n0, int64_t n1) { fn(false, M, n0, n1, K, 1.f, x.data(), K, w.data(), N, 0.f, y.data(), N); });
+        });
+    const double mb = static_cast<double>(K * N) * 4 / 1e6;
+    for (auto& [name, run] : paths) {
+      double one = 0;
+      for (int64_t M : {1, 2, 4, 7, 8}) {
+        const double s = best_seconds([&] { run(M); }, 15);
+        if (M == 1) one = s;
+        const double gbs = mb / 1e3 / s;
+        char shape[32];
+        std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(K), static_cast<long long>(N));
+        std::printf("%-12s %-9s %3lld %10.1f %8.1f %7.0f%% %10.2f\n", shape, name.c_str(), static_cast<long long>(M), s * 1e6, gbs,
+                    100 * gbs / bw, s / one);
+        rows.push_back({{"K", K}, {"N", N}, {"path", name}, {"M", M}, {"us", s * 1e6}, {"weight_gbs", gbs}, {"bandwidth_fraction", gbs / bw},
+                        {"relative_to_m1", s / one}});
+      }
+    }
+  }
+  std::ofstream(out) << nlohmann::json{{"read_bandwidth_gbs", bw}, {"engine_path", sy::small_gemm_path()}, {"rows", rows}}.dump(2) << "\n";
+  return 0;
+}
