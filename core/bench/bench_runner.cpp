@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -111,13 +113,26 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
   std::vector<std::future<GenerationResult>> futures(n);
   r.arrival_s.assign(n, 0);
   std::atomic<size_t> done{0};
+  std::mutex finished_mu;
+  std::condition_variable finished_cv;  // a request finished (for max_concurrency)
+  auto finished_one = [&] {
+    {
+      std::lock_guard<std::mutex> lock(finished_mu);
+      ++done;
+    }
+    finished_cv.notify_all();
+  };
   auto t0 = Clock::now();
   std::thread driver([&] {
     for (size_t i = 0; i < n; ++i) {
       std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.requests[i].arrival_s)));
+      if (w.max_concurrency > 0) {
+        std::unique_lock<std::mutex> lock(finished_mu);
+        finished_cv.wait(lock, [&] { return i - done < static_cast<size_t>(w.max_concurrency); });
+      }
       r.arrival_s[i] = seconds_since(t0);
       StepEngine::Callbacks cb;
-      cb.on_finish = [&](uint64_t, const GenerationResult&) { ++done; };
+      cb.on_finish = [&](uint64_t, const GenerationResult&) { finished_one(); };
       try {
         engine->submit(w.requests[i].request, cb, &futures[i]);
       } catch (const std::exception& e) {
@@ -127,7 +142,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
         failed.error = e.what();
         p.set_value(failed);
         futures[i] = p.get_future();
-        ++done;
+        finished_one();
       }
     }
   });
@@ -210,6 +225,7 @@ std::vector<Row> rows() {
   r.push_back({"spec draft tokens", [](const BenchResult& b) { return static_cast<double>(b.engine.spec_draft_tokens); }, "%.0f"});
   r.push_back({"spec acceptance rate", [](const BenchResult& b) { return b.engine.spec_acceptance_rate(); }, "%.3f"});
   r.push_back({"spec mean accepted length", [](const BenchResult& b) { return b.engine.spec_mean_accepted_length(); }, "%.3f"});
+  r.push_back({"spec declined (seq-steps)", [](const BenchResult& b) { return static_cast<double>(b.engine.spec_declined); }, "%.0f"});
   r.push_back({"model steps", [](const BenchResult& b) { return static_cast<double>(b.engine.steps); }, "%.0f"});
   r.push_back({"memory bandwidth GB/s", [](const BenchResult& b) { return b.memory_bandwidth_gbs; }, "%.1f"});
   r.push_back({"MBU", [](const BenchResult& b) { return b.mbu; }, "%.4f"});

@@ -28,6 +28,8 @@ Workload generate_workload(const WorkloadSpec& s, int vocab_size) {
   while (static_cast<int>(prefix.size()) < std::max(prefix_len, 1)) prefix.push_back(token(rng));
   Workload w;
   w.slo = s.slo;
+  SY_CHECK(s.max_concurrency >= 0, "max_concurrency must be >= 0, got " << s.max_concurrency);
+  w.max_concurrency = s.max_concurrency;
   double t = 0;
   for (int i = 0; i < s.requests; ++i) {
     WorkloadRequest r;
@@ -112,6 +114,7 @@ Workload load_workload(const std::string& path, int vocab_size) {
     if (y["shared_prefix"]) s.shared_prefix = y["shared_prefix"].as<double>();
     if (y["vocab"]) s.vocab = y["vocab"].as<int>();
     if (y["seed"]) s.seed = y["seed"].as<uint64_t>();
+    if (y["max_concurrency"]) s.max_concurrency = y["max_concurrency"].as<int>();
     if (y["slo"]) {
       if (y["slo"]["ttft_ms"]) s.slo.ttft_ms = y["slo"]["ttft_ms"].as<double>();
       if (y["slo"]["tpot_ms"]) s.slo.tpot_ms = y["slo"]["tpot_ms"].as<double>();

@@ -24,6 +24,10 @@ struct Workload {
   std::string name;
   std::vector<WorkloadRequest> requests;
   Slo slo;
+  // At most this many requests in flight (0: no limit): a request is sent at
+  // its arrival time or when one finishes, whichever is later (a closed
+  // loop, as a fixed number of users; 1 measures batch-1 latency).
+  int max_concurrency = 0;
 };
 
 // A YAML workload spec (see examples/workloads/*.yaml) or a .jsonl trace
@@ -40,6 +44,7 @@ struct WorkloadSpec {
   int vocab = 0;             // token ids in [3, vocab); 0: the model's
   uint64_t seed = 1;
   Slo slo;
+  int max_concurrency = 0;  // see Workload
 };
 Workload generate_workload(const WorkloadSpec& spec, int vocab_size);
 

@@ -176,7 +176,7 @@ void Session::attach_drafter() {
   } else {
     drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, host_.get()), model_->vocab_size());
   }
-  step_engine_->set_drafter(drafter_instance_.get(), k);
+  step_engine_->set_drafter(drafter_instance_.get(), k, config_.drafter->draft_length == "adaptive");
 }
 
 // No cache manager: the graph as exported, so nothing that needs the step

@@ -107,10 +107,11 @@ std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationR
   return out;
 }
 
-void StepEngine::set_drafter(Drafter* drafter, int32_t max_k) {
+void StepEngine::set_drafter(Drafter* drafter, int32_t max_k, bool adaptive_length) {
   std::lock_guard<std::mutex> lock(forward_mu_);
   drafter_ = drafter;
   spec_k_ = drafter ? std::max(1, max_k) : 0;
+  spec_policy_ = drafter ? std::make_unique<SpeculationPolicy>(spec_k_, adaptive_length) : nullptr;
 }
 
 StepEngineMetrics StepEngine::metrics() const {
@@ -220,6 +221,7 @@ void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
   std::erase(running_, s);
   std::erase(waiting_, s);
   if (drafter_) {
+    spec_policy_->forget(s->id);
     try {
       drafter_->release(s->id);
     } catch (const std::exception& e) {
@@ -263,8 +265,14 @@ bool StepEngine::step() {
   }
   note_step(batch);
   const SampledRows sampled = sampled_rows(batch);
+  const double started = now_ms();
   const Tensor logits = forward(batch, sampled.rows);
   const double now = now_ms();
+  if (spec_policy_) {
+    int32_t tokens = 0;
+    for (const auto& b : batch) tokens += b.tokens;
+    spec_policy_->record_step(tokens, now - started);
+  }
   const int64_t V = logits.dim(1);
   for (size_t i = 0; i < batch.size(); ++i) {
     const float* rows = sampled.first[i] >= 0 ? logits.data<float>() + sampled.first[i] * V : nullptr;

@@ -23,6 +23,7 @@
 #include "engine/decoder_model.h"
 #include "engine/drafter.h"
 #include "engine/request.h"
+#include "engine/speculation_policy.h"
 #include "plugin_host/components.h"
 
 namespace sy {
@@ -57,6 +58,9 @@ struct StepEngineMetrics {
   // Drafts dropped because the drafter proposed a token id outside the
   // vocabulary: that sequence decodes without speculation for the step.
   int64_t spec_invalid_drafts = 0;
+  // Decoding sequence-steps the speculation policy gave no draft tokens
+  // (speculation would not have paid: a large batch, a low acceptance rate).
+  int64_t spec_declined = 0;
   std::string spec_last_invalid;  // what the last dropped draft held, for logs and tests
   std::vector<int64_t> spec_accepted_per_pos;
   double spec_acceptance_rate() const { return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0; }
@@ -121,7 +125,9 @@ class StepEngine {
   StepEngineMetrics metrics() const;  // a snapshot
   // Speculative decoding: decode steps carry up to max_k draft tokens from
   // `drafter` (not owned; null turns it off), verified in the same forward.
-  void set_drafter(Drafter* drafter, int32_t max_k);
+  // adaptive_length: the speculation policy chooses each sequence's draft
+  // length per step (0 when speculating would not pay); false: always max_k.
+  void set_drafter(Drafter* drafter, int32_t max_k, bool adaptive_length = true);
   // Keep the plan of every step (off by default).
   void record_steps(bool on);
   std::vector<StepRecord> step_records() const;
@@ -183,6 +189,7 @@ class StepEngine {
   std::string scheduler_out_;       // why the scheduler is out of service, with no fallback ("" : in service)
   Drafter* drafter_ = nullptr;
   int32_t spec_k_ = 0;
+  std::unique_ptr<SpeculationPolicy> spec_policy_;  // with a drafter
   StepEngineOptions options_;
   std::vector<sy_tensor> key_cache_, value_cache_;
   int32_t block_size_ = 0;

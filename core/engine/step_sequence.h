@@ -30,6 +30,7 @@ struct StepEngine::Seq {
   GenerationResult result;
   std::vector<int32_t> drafts;               // this step's proposals (appended to tokens)
   std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
+  bool has_drafted = false;                  // the drafter has seen it (its first proposal also catches up on the prompt)
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
   bool finished() const { return state == SeqState::Finished; }
 };

@@ -3,6 +3,7 @@
 // (greedy prefix match, or rejection sampling with the draft's
 // distribution), the rejected drafts' KV rolled back.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/step_sequence.h"
 
@@ -11,19 +12,45 @@ namespace sy {
 void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
   int32_t used = 0;
   for (const auto& b : batch) used += b.tokens;
+  // The decoding sequences and how far each may draft at most: never past
+  // the request's limits or the model's context.
+  std::vector<Scheduled*> decoding;
+  std::vector<int32_t> limit;
+  std::vector<uint64_t> ids;
   for (auto& b : batch) {
     Seq* s = b.seq;
     bool decode = b.tokens == 1 && !s->result.tokens.empty() && s->computed + 1 == static_cast<int32_t>(s->tokens.size());
     if (!decode) continue;
-    // Never draft past the request's limits or the step budget.
     int32_t room = std::min({spec_k_, s->req.max_tokens - static_cast<int32_t>(s->result.tokens.size()) - 1,
-                             static_cast<int32_t>(model_.max_context() - static_cast<int64_t>(s->tokens.size())) - 1,
-                             options_.max_batch_tokens - used});
+                             static_cast<int32_t>(model_.max_context() - static_cast<int64_t>(s->tokens.size())) - 1});
     if (room <= 0) continue;
+    decoding.push_back(&b);
+    limit.push_back(room);
+    ids.push_back(s->id);
+  }
+  if (decoding.empty()) return;
+  // How far speculating pays this step (the policy), within the step budget.
+  const std::vector<int32_t> want = spec_policy_->draft_lengths(ids, used, options_.max_batch_tokens - used);
+  int64_t declined = 0;
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    Scheduled& b = *decoding[i];
+    Seq* s = b.seq;
+    const int32_t room = std::min({limit[i], want[i], options_.max_batch_tokens - used});
+    if (room <= 0) {
+      declined += want[i] == 0;
+      continue;
+    }
     std::vector<std::vector<double>> q;
     std::vector<int32_t> d;
     // A failing drafter fails the sequence it drafted for, not the step.
+    const auto t0 = std::chrono::steady_clock::now();
     if (!contained(s, [&] { d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q); })) continue;
+    // Drafting time per token (after a sequence's first proposal, which also
+    // brings a draft model up to date with the prompt).
+    if (s->has_drafted)
+      spec_policy_->record_drafting(static_cast<int32_t>(d.size()),
+                                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    s->has_drafted = true;
     if (d.empty()) continue;
     if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
     // A drafter is a plugin: its proposals are input like any other. An id
@@ -54,6 +81,10 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
     s->tokens.insert(s->tokens.end(), d.begin(), d.end());
     b.tokens += static_cast<int32_t>(d.size());
     used += static_cast<int32_t>(d.size());
+  }
+  if (declined > 0) {
+    std::lock_guard<std::mutex> mlock(mu_);
+    metrics_.spec_declined += declined;
   }
 }
 
@@ -112,6 +143,7 @@ void StepEngine::finish_drafted_step(Seq* s, const float* rows, int64_t V, doubl
     cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
     drafter_->accepted(s->id, proposed, accepted);
   });
+  spec_policy_->record_verification(s->id, proposed, accepted);
   if (!rolled_back) return;
   {
     std::lock_guard<std::mutex> mlock(mu_);

@@ -105,8 +105,10 @@ void check_keys(const Ctx& c, const YAML::Node& map, const std::set<std::string>
   }
 }
 
-// "name" or {name: x, options: {...}} (a scheduler also on_failure: fail|builtin)
-ComponentSelection component(const Ctx& c, const YAML::Node& n, const std::string& key, bool scheduler = false) {
+// "name" or {name: x, options: {...}} (a scheduler also on_failure:
+// fail|builtin, a drafter draft_length: adaptive|fixed)
+ComponentSelection component(const Ctx& c, const YAML::Node& n, const std::string& key, const std::string& kind = "") {
+  const bool scheduler = kind == "scheduler", drafter = kind == "drafter";
   ComponentSelection sel;
   sel.where = c.at(n, key);
   if (n.IsScalar()) {
@@ -115,12 +117,18 @@ ComponentSelection component(const Ctx& c, const YAML::Node& n, const std::strin
   }
   SY_CHECK(n.IsMap(), c.at(n, key) << ": expected a name or a map with 'name' and 'options'");
   if (scheduler) check_keys(c, n, {"name", "options", "on_failure"}, key);
+  else if (drafter) check_keys(c, n, {"name", "options", "draft_length"}, key);
   else check_keys(c, n, {"name", "options"}, key);
   SY_CHECK(n["name"], c.at(n, key) << ": missing 'name'");
   if (const YAML::Node& f = n["on_failure"]) {
     sel.on_failure = scalar(c, f, key + ".on_failure");
     SY_CHECK(sel.on_failure == "fail" || sel.on_failure == "builtin",
              c.at(f, key + ".on_failure") << ": expected 'fail' or 'builtin', got '" << sel.on_failure << "'");
+  }
+  if (const YAML::Node& f = n["draft_length"]) {
+    sel.draft_length = scalar(c, f, key + ".draft_length");
+    SY_CHECK(sel.draft_length == "adaptive" || sel.draft_length == "fixed",
+             c.at(f, key + ".draft_length") << ": expected 'adaptive' or 'fixed', got '" << sel.draft_length << "'");
   }
   sel.name = scalar(c, n["name"], key + ".name");
   if (const YAML::Node& o = n["options"]) {
@@ -215,7 +223,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   auto optional_component = [&](const char* k, std::optional<ComponentSelection>& out) {
     if (const auto& n = sec[k]) {
       if (n.IsNull() || (n.IsScalar() && n.Scalar() == "none")) out.reset();
-      else out = component(c, n, key(k), std::string(k) == "scheduler");
+      else out = component(c, n, key(k), k);
     }
   };
   optional_component("scheduler", cfg.scheduler);

@@ -23,6 +23,10 @@ struct ComponentSelection {
   // failing (limits.max_plugin_failures in a row): "fail" the queued
   // requests with its message, or fall back to the "builtin" batcher.
   std::string on_failure = "fail";
+  // Drafters only: "adaptive" (the engine's speculation policy chooses each
+  // sequence's draft length per step, up to the drafter's k, and drafts
+  // nothing when it would not pay) or "fixed" (always k).
+  std::string draft_length = "adaptive";
 };
 
 struct PluginSpec {

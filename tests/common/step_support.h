@@ -44,8 +44,12 @@ inline void set_scheduler(EngineConfig& c, const std::string& name, const std::m
 }  // namespace sy::test
 
 namespace sy::test {
-inline void set_drafter(EngineConfig& c, const std::string& name, const std::map<std::string, std::string>& options = {}) {
+// draft_length "fixed" by default: tests of verification want every decode
+// step drafted; the speculation policy ("adaptive") has tests of its own.
+inline void set_drafter(EngineConfig& c, const std::string& name, const std::map<std::string, std::string>& options = {},
+                        const std::string& draft_length = "fixed") {
   ComponentSelection s{name, {}, "test: drafter"};
+  s.draft_length = draft_length;
   for (const auto& [k, v] : options) s.options[k] = RawOption{v, "test: drafter option " + k};
   c.drafter = s;
 }

@@ -45,13 +45,16 @@ std::vector<GenerationRequest> batch8() {
 struct Drafter {
   std::string name;
   std::map<std::string, std::string> options;
+  std::string draft_length = "fixed";  // "adaptive": the engine's speculation policy chooses per step
 };
 
 std::vector<Drafter> drafters() {
   return {{"prompt-lookup", {{"k", "4"}}},
           {"prompt-lookup", {{"k", "6"}, {"ngram_max", "2"}, {"adaptive", "true"}}},
+          {"prompt-lookup", {{"k", "6"}}, "adaptive"},
           {"draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "3"}}},  // low acceptance
-          {"draft-model", {{"k", "4"}}}};  // the target itself: full acceptance
+          {"draft-model", {{"k", "4"}}},                                                           // the target itself: full acceptance
+          {"draft-model", {{"k", "4"}}, "adaptive"}};
 }
 
 TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
@@ -62,7 +65,7 @@ TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
     for (auto d : drafters()) {
       if (d.name == "draft-model" && !d.options.count("model")) d.options["model"] = test::model_path(std::string(model) + ".onnx");
       auto cfg = paged_config(model, "paged", {{"block_size", "4"}});
-      set_drafter(cfg, d.name, d.options);
+      set_drafter(cfg, d.name, d.options, d.draft_length);
       auto s = Session::create(cfg);
       for (size_t i = 0; i < batch.size(); ++i)  // batch 1
         EXPECT_EQ(s->generate({batch[i]})[0].tokens, expected[i].tokens) << model << " " << d.name << " request " << i;
@@ -71,9 +74,10 @@ TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
         EXPECT_EQ(together[i].tokens, expected[i].tokens) << model << " " << d.name << " batch request " << i;
       auto m = s->step_engine()->metrics();
       EXPECT_GT(m.spec_drafts, 0) << model << " " << d.name;
-      std::printf("[ %s / %s ] drafts %lld, proposed %lld, accepted %lld (rate %.3f, mean accepted length %.2f)\n", model,
-                  d.name.c_str(), static_cast<long long>(m.spec_drafts), static_cast<long long>(m.spec_draft_tokens),
-                  static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(), m.spec_mean_accepted_length());
+      std::printf("[ %s / %s, %s ] drafts %lld, proposed %lld, accepted %lld (rate %.3f, mean accepted length %.2f), declined %lld\n",
+                  model, d.name.c_str(), d.draft_length.c_str(), static_cast<long long>(m.spec_drafts),
+                  static_cast<long long>(m.spec_draft_tokens), static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(),
+                  m.spec_mean_accepted_length(), static_cast<long long>(m.spec_declined));
     }
   }
 }

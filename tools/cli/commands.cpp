@@ -137,10 +137,13 @@ int cmd_generate(const std::vector<std::string>& args) {
     std::fprintf(stderr, "[step engine: %lld steps, KV blocks peak %d of %d, prefix cache hit rate %.3f (%lld of %lld prompt tokens), %lld preemptions]\n",
                  static_cast<long long>(m.steps), m.peak_used_blocks, m.total_blocks, m.prefix_hit_rate(),
                  static_cast<long long>(m.cached_tokens), static_cast<long long>(m.prompt_tokens), static_cast<long long>(m.preemptions));
-    if (m.spec_drafts > 0)
-      std::fprintf(stderr, "[speculative: %lld drafts, %lld tokens proposed, %lld accepted, acceptance rate %.3f, mean accepted length %.2f]\n",
+    if (m.spec_drafts > 0 || m.spec_declined > 0)
+      std::fprintf(stderr,
+                   "[speculative: %lld drafts, %lld tokens proposed, %lld accepted, acceptance rate %.3f, mean accepted length %.2f, "
+                   "declined %lld]\n",
                    static_cast<long long>(m.spec_drafts), static_cast<long long>(m.spec_draft_tokens),
-                   static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(), m.spec_mean_accepted_length());
+                   static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(), m.spec_mean_accepted_length(),
+                   static_cast<long long>(m.spec_declined));
   }
   for (size_t r = 0; r < batch.size(); ++r) {
     const auto& res = results[r];
@@ -361,8 +364,11 @@ struct WorkloadFlags {
         "shared-prefix", po::value(&spec.shared_prefix)->default_value(0), "generated: shared fraction of each prompt")(
         "seed", po::value(&spec.seed)->default_value(1), "generated: seed")(
         "slo-ttft-ms", po::value(&spec.slo.ttft_ms)->default_value(0), "goodput SLO on TTFT (0: none)")(
-        "slo-tpot-ms", po::value(&spec.slo.tpot_ms)->default_value(0), "goodput SLO on TPOT (0: none)");
+        "slo-tpot-ms", po::value(&spec.slo.tpot_ms)->default_value(0), "goodput SLO on TPOT (0: none)")(
+        "max-concurrency", po::value(&max_concurrency)->default_value(-1),
+        "at most N requests in flight (a closed loop; 1: batch-1 latency); overrides the workload's max_concurrency");
   }
+  int max_concurrency = -1;
   static void range(const std::string& s, int& lo, int& hi, const char* flag) {
     size_t c = s.find(':');
     try {
@@ -373,11 +379,16 @@ struct WorkloadFlags {
     }
   }
   Workload load(int vocab) {
-    if (!path.empty()) return load_workload(path, vocab);
-    range(input_len, spec.input_min, spec.input_max, "--input-len");
-    range(output_len, spec.output_min, spec.output_max, "--output-len");
-    Workload w = generate_workload(spec, vocab);
-    w.name = "generated";
+    Workload w;
+    if (!path.empty()) {
+      w = load_workload(path, vocab);
+    } else {
+      range(input_len, spec.input_min, spec.input_max, "--input-len");
+      range(output_len, spec.output_min, spec.output_max, "--output-len");
+      w = generate_workload(spec, vocab);
+      w.name = "generated";
+    }
+    if (max_concurrency >= 0) w.max_concurrency = max_concurrency;
     return w;
   }
 };
@@ -439,6 +450,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::cout << "workload " << w.name << ": " << w.requests.size() << " requests\n" << results_table(rs, w.slo);
   auto j = results_json(rs, w.slo);
   j["workload"] = w.name;
+  j["max_concurrency"] = w.max_concurrency;
   write_json(out, j);
   if (!html.empty()) write_html_report(html, "switchyard bench: " + name, rs, w.slo, "workload: " + w.name);
   std::cout << "wrote " << out << (html.empty() ? "" : " and " + html) << "\n";
@@ -481,12 +493,14 @@ int cmd_ab(const std::vector<std::string>& args) {
     differ += rs[0].results[i].tokens != rs[1].results[i].tokens;
   }
   std::ostringstream notes;
-  notes << "manifest " << mf.manifest << ", workload " << w.name << " (" << w.requests.size() << " requests)\n"
+  notes << "manifest " << mf.manifest << ", workload " << w.name << " (" << w.requests.size() << " requests"
+        << (w.max_concurrency > 0 ? ", at most " + std::to_string(w.max_concurrency) + " in flight" : std::string()) << ")\n"
         << "A = " << names[0] << ", B = " << names[1] << "\n"
         << "greedy outputs agree: " << (differ == 0 ? "yes" : "NO") << " (" << greedy - differ << " of " << greedy << " requests identical)";
   std::cout << notes.str() << "\n" << results_table(rs, w.slo);
   auto j = results_json(rs, w.slo);
   j["workload"] = w.name;
+  j["max_concurrency"] = w.max_concurrency;
   j["outputs_agree"] = differ == 0;
   j["greedy_requests"] = greedy;
   j["greedy_requests_differing"] = differ;

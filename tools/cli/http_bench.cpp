@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -71,14 +73,24 @@ BenchResult run_workload_http(const std::string& url, const std::string& api_key
   r.results.resize(n);
   r.arrival_s.assign(n, 0);
   std::atomic<size_t> done{0};
+  std::mutex finished_mu;
+  std::condition_variable finished_cv;  // a request finished (for max_concurrency)
   auto t0 = Clock::now();
   std::vector<std::thread> clients;
   for (size_t i = 0; i < n; ++i) {
     std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.requests[i].arrival_s)));
+    if (w.max_concurrency > 0) {
+      std::unique_lock<std::mutex> lock(finished_mu);
+      finished_cv.wait(lock, [&] { return i - done < static_cast<size_t>(w.max_concurrency); });
+    }
     r.arrival_s[i] = std::chrono::duration<double>(Clock::now() - t0).count();
     clients.emplace_back([&, i] {
       r.results[i] = stream_one(url, api_key, model, w.requests[i].request, Clock::now());
-      ++done;
+      {
+        std::lock_guard<std::mutex> lock(finished_mu);
+        ++done;
+      }
+      finished_cv.notify_all();
     });
     if (progress) std::fprintf(stderr, "\r  %zu/%zu sent, %zu done", i + 1, n, done.load());
   }

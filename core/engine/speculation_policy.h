@@ -1,0 +1,84 @@
+// How far to speculate, decided every step from measurements rather than a
+// fixed k: speculation pays at batch 1 (a decode step is a pass over the
+// weights; verifying k drafts with it costs little more) and stops paying
+// when the batch already keeps the machine busy (every draft token then costs
+// about what a decoded token does, and rejected ones are waste).
+//
+// Each decoding sequence's draft length is chosen to maximise the step's
+// expected tokens per millisecond:
+//  - acceptance: a sequence's drafts are modelled as accepted token by token
+//    with probability a (its running estimate; new sequences start from the
+//    engine-wide one), so its j-th draft token adds a^j expected tokens;
+//  - cost: the forward time measured as a function of the step's token
+//    count (StepCostModel), plus the drafter's measured time per proposed
+//    token (a draft model's forwards; a lookup drafter's is near zero).
+// Draft tokens are added one at a time, best expected gain first, while the
+// step's tokens per millisecond rises; now and then one more, to keep the
+// estimate that stopped them measured.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace sy {
+
+// Forward time against tokens per step, learned from every step the engine
+// runs (prefill chunks included): per token count (exact up to 64 tokens,
+// quarter octaves above), an average that follows faster samples more than
+// slower ones (noise only adds time), trusted from its second sample on (the
+// first often pays for warm-up); interpolated linearly between measured
+// counts, and taken as flat beyond the largest (optimistic: the policy tries
+// those sizes and so measures them).
+class StepCostModel {
+ public:
+  void record(int32_t tokens, double ms);
+  // Estimated milliseconds for a step of `tokens`; negative while no size is measured twice.
+  double estimate(int32_t tokens) const;
+
+ private:
+  struct Point {
+    double tokens = 0, ms = 0;
+    int64_t samples = 0;
+  };
+  static int32_t bucket(int32_t tokens);
+  std::vector<Point> points_;  // by bucket
+};
+
+class SpeculationPolicy {
+ public:
+  // max_k: the most draft tokens per sequence and step. adaptive false: always
+  // max_k (a fixed draft length, for comparisons).
+  SpeculationPolicy(int32_t max_k, bool adaptive) : max_k_(max_k), adaptive_(adaptive) {}
+
+  // Draft lengths (each in [0, max_k]) for the decoding sequences `seqs` of a
+  // step that runs `base_tokens` tokens without drafts, at most `budget`
+  // draft tokens in all.
+  std::vector<int32_t> draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget);
+
+  void record_step(int32_t tokens, double ms) { cost_.record(tokens, ms); }
+  void record_drafting(int32_t proposed, double ms);
+  void record_verification(uint64_t seq, int32_t proposed, int32_t accepted);
+  void forget(uint64_t seq) { seqs_.erase(seq); }
+
+  double acceptance(uint64_t seq) const;  // the running estimate for seq
+  double engine_acceptance() const { return rate(global_); }
+  const StepCostModel& cost() const { return cost_; }
+
+ private:
+  // Decayed counts of accepted draft tokens and rejections (a draft that
+  // stopped short): the per-token acceptance estimate is accepted / (accepted + rejected).
+  struct Counts {
+    double accepted = 0, rejected = 0;
+  };
+  static double rate(const Counts& c, double prior_rate = 0.7, double prior_weight = 1.0);
+  int32_t max_k_;
+  bool adaptive_;
+  StepCostModel cost_;
+  double draft_ms_per_token_ = 0;  // exponential average
+  bool draft_cost_known_ = false;
+  int64_t decisions_ = 0;
+  Counts global_;
+  std::unordered_map<uint64_t, Counts> seqs_;
+};
+
+}  // namespace sy

@@ -1,0 +1,121 @@
+// The speculation policy against step costs and acceptance rates it is fed
+// (no model, no timing): it drafts where drafting raises tokens per
+// millisecond (batch 1 on a memory-bound model), declines where it would
+// not (a compute-bound batch, a low acceptance rate), learns each
+// sequence's acceptance, and does not trust a size's first (warm-up) time.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <numeric>
+
+#include "engine/speculation_policy.h"
+
+namespace sy {
+namespace {
+
+// Feeds every size from 1 to max_tokens twice (a size is trusted from its second sample).
+void learn(SpeculationPolicy& p, const std::function<double(int32_t)>& ms, int32_t max_tokens = 128) {
+  for (int round = 0; round < 2; ++round)
+    for (int32_t t = 1; t <= max_tokens; ++t) p.record_step(t, ms(t));
+}
+
+// Memory-bound at small batches (a pass over the weights, 25 ms, dominates),
+// compute-bound beyond: the shape of a 110M-parameter model on two cores.
+double memory_bound(int32_t t) { return std::max(25.0 + 0.2 * t, 1.1 * t); }
+
+int32_t total(const std::vector<int32_t>& k) { return std::accumulate(k.begin(), k.end(), 0); }
+
+void accept_all(SpeculationPolicy& p, uint64_t seq, int times) {
+  for (int i = 0; i < times; ++i) p.record_verification(seq, 4, 4);
+}
+
+TEST(SpeculationPolicy, DraftsNothingUntilTheStepCostIsMeasured) {
+  SpeculationPolicy p(6, true);
+  EXPECT_EQ(total(p.draft_lengths({1}, 1, 100)), 0);
+  p.record_step(1, 25);  // one sample: possibly warm-up, not trusted yet
+  EXPECT_EQ(total(p.draft_lengths({1}, 1, 100)), 0);
+  p.record_step(1, 25);
+  EXPECT_EQ(p.draft_lengths({1}, 1, 100), std::vector<int32_t>{6});  // larger sizes unmeasured: tried (optimistically)
+}
+
+TEST(SpeculationPolicy, SpeculatesFullyAtBatchOneOnAMemoryBoundModel) {
+  SpeculationPolicy p(6, true);
+  learn(p, memory_bound);
+  accept_all(p, 1, 3);
+  EXPECT_EQ(p.draft_lengths({1}, 1, 500), std::vector<int32_t>{6});
+  // Even at a low acceptance rate: drafts are nearly free here.
+  SpeculationPolicy q(6, true);
+  learn(q, memory_bound);
+  for (int i = 0; i < 10; ++i) q.record_verification(2, 4, 0);
+  EXPECT_LT(q.acceptance(2), 0.2);
+  EXPECT_GE(q.draft_lengths({2}, 1, 500)[0], 1);
+}
+
+TEST(SpeculationPolicy, DeclinesWhenTheBatchIsComputeBoundAndAcceptanceIsLow) {
+  SpeculationPolicy p(6, true);
+  learn(p, memory_bound, 256);
+  std::vector<uint64_t> seqs(32);
+  std::iota(seqs.begin(), seqs.end(), 1);
+  for (uint64_t s : seqs)
+    for (int i = 0; i < 10; ++i) p.record_verification(s, 4, 1);  // one accepted, then rejected: about one in two per token
+  EXPECT_EQ(total(p.draft_lengths(seqs, 32, 500)), 0);
+  // At batch 1 the same acceptance still pays.
+  EXPECT_GE(total(p.draft_lengths({seqs[0]}, 1, 500)), 1);
+}
+
+TEST(SpeculationPolicy, GivesDraftTokensToTheSequencesMostLikelyToKeepThem) {
+  SpeculationPolicy p(4, true);
+  // Mildly compute-bound: a draft token costs a fifth of a decode step.
+  learn(p, [](int32_t t) { return 10.0 + 2.0 * t; }, 64);
+  accept_all(p, 1, 10);
+  for (int i = 0; i < 10; ++i) p.record_verification(2, 4, 0);
+  const auto k = p.draft_lengths({1, 2}, 2, 500);
+  EXPECT_GT(k[0], 0);
+  EXPECT_EQ(k[1], 0);
+  EXPECT_GT(p.acceptance(1), 0.9);
+  EXPECT_LT(p.acceptance(2), 0.25);
+  // A sequence never verified starts from the engine-wide estimate.
+  EXPECT_NEAR(p.acceptance(99), p.engine_acceptance(), 1e-12);
+}
+
+TEST(SpeculationPolicy, StaysWithinTheBudgetAndMaxK) {
+  SpeculationPolicy p(6, true);
+  learn(p, memory_bound);
+  std::vector<uint64_t> seqs{1, 2, 3, 4};
+  for (uint64_t s : seqs) accept_all(p, s, 5);
+  const auto k = p.draft_lengths(seqs, 4, 5);
+  EXPECT_LE(total(k), 5);
+  for (int32_t x : k) EXPECT_LE(x, 6);
+  SpeculationPolicy fixed(3, false);
+  EXPECT_EQ(fixed.draft_lengths(seqs, 4, 7), (std::vector<int32_t>{3, 3, 1, 0}));  // fixed k, budget permitting
+}
+
+TEST(SpeculationPolicy, ExploresOneTokenBeyondItsEstimateNowAndThen) {
+  SpeculationPolicy p(6, true);
+  learn(p, [](int32_t t) { return 1.0 * t; }, 64);  // every token costs the same: drafting never pays
+  for (int i = 0; i < 10; ++i) p.record_verification(1, 4, 0);
+  int drafted = 0, decisions = 64;
+  for (int i = 0; i < decisions; ++i) drafted += total(p.draft_lengths({1, 2, 3, 4}, 4, 100));
+  EXPECT_EQ(drafted, 2);  // one token every 32 decisions
+}
+
+TEST(SpeculationPolicy, TheCostModelDistrustsWarmUpAndInterpolates) {
+  StepCostModel m;
+  EXPECT_LT(m.estimate(4), 0);
+  m.record(4, 100);  // warm-up
+  EXPECT_LT(m.estimate(4), 0);
+  m.record(4, 10);
+  EXPECT_DOUBLE_EQ(m.estimate(4), 10);  // the faster of the first two
+  m.record(8, 20);
+  m.record(8, 20);
+  EXPECT_DOUBLE_EQ(m.estimate(6), 15);  // interpolated
+  EXPECT_DOUBLE_EQ(m.estimate(2), 10);  // below the smallest: no more than it
+  EXPECT_DOUBLE_EQ(m.estimate(50), 20);  // beyond the largest: flat until measured
+  m.record(8, 40);  // one slow sample moves the estimate a little
+  EXPECT_LT(m.estimate(8), 25);
+  m.record(8, 10);  // a fast one moves it a lot
+  EXPECT_LE(m.estimate(8), 16);
+}
+
+}  // namespace
+}  // namespace sy
