@@ -36,7 +36,11 @@ class DraftModelDrafter : public Drafter {
       : k_(k) {
     ModelOptions mo;
     mo.max_context = 1 << 20;
-    model_ = DecoderModel::load(path, registry, threads, mo);
+    // Only the last fed position's logits are drafted from: the LM head (for
+    // a small draft model, most of its weights) runs on that row only, not
+    // on every token of a catch-up (the prompt, the accepted drafts).
+    std::unique_ptr<GraphPass> select_logits = make_select_logits_pass();
+    model_ = DecoderModel::load(path, registry, threads, mo, {select_logits.get()});
     SY_CHECK(model_->has_kv_cache() && !model_->paged_attention(),
              path << ": a draft model must be a decoder-with-past export (it runs with its own past/present KV)");
     // Verification compares the draft's distribution with the target's token
@@ -133,6 +137,7 @@ class DraftModelDrafter : public Drafter {
     }
     in[static_cast<size_t>(model_->input_ids)] = ids;
     if (model_->position_ids >= 0) in[static_cast<size_t>(model_->position_ids)] = pos;
+    if (model_->logits_indices >= 0) in[static_cast<size_t>(model_->logits_indices)] = Tensor::from<int64_t>(Shape{1}, {S - 1});
     if (model_->attention_mask >= 0) {
       Tensor mask = Tensor::empty(DType::I64, Shape{1, P + S});
       for (int64_t j = 0; j < P + S; ++j) mask.data<int64_t>()[j] = 1;

@@ -50,8 +50,9 @@ double StepCostModel::estimate(int32_t tokens) const {
     if (p.tokens <= tokens) below = &p;
     else if (!above) above = &p;
   }
-  if (!below && !above) return -1;
-  if (!below) return above->ms;  // fewer tokens than any measured step cost at least no more
+  // Fewer tokens than any measured step: unknown (a step of this size runs
+  // without drafts first, and so is measured).
+  if (!below) return -1;
   // Beyond every measured size: as the largest until measured (optimistic,
   // so the policy tries it and learns).
   if (!above) return below->ms;
@@ -99,6 +100,12 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
   for (size_t i = 0; i < seqs.size(); ++i) next_gain[i] = a[i] = acceptance(seqs[i]);
   double tokens = static_cast<double>(seqs.size());  // each decoding sequence emits at least one
   double ms = base_ms;
+  // A draft token must yield more tokens per ms than the step so far, and
+  // more than the same sequences decoding without drafts would (a step that
+  // also carries prefill chunks is slow anyway; a draft model's time spent
+  // there is still time the batch could have decoded in).
+  const double plain_ms = cost_.estimate(static_cast<int32_t>(seqs.size()));
+  const double plain_rate = plain_ms > 0 ? static_cast<double>(seqs.size()) / plain_ms : 0;
   int32_t drafted = 0;
   const bool explore = ++decisions_ % kExploreEvery == 0;
   while (drafted < budget) {
@@ -108,7 +115,9 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
     if (best == seqs.size()) break;
     const double new_ms = cost_.estimate(base_tokens + drafted + 1) + (drafted + 1) * draft_ms_per_token_;
     const double new_tokens = tokens + next_gain[best];
-    if (new_tokens / new_ms <= tokens / ms) {  // the next draft token would lower tokens per ms
+    const double marginal_ms = new_ms - ms;
+    const bool pays = marginal_ms <= 0 || next_gain[best] / marginal_ms > std::max(tokens / ms, plain_rate);
+    if (!pays) {
       if (explore) ++k[best];
       break;
     }

@@ -12,8 +12,9 @@
 //  - cost: the forward time measured as a function of the step's token
 //    count (StepCostModel), plus the drafter's measured time per proposed
 //    token (a draft model's forwards; a lookup drafter's is near zero).
-// Draft tokens are added one at a time, best expected gain first, while the
-// step's tokens per millisecond rises; now and then one more, to keep the
+// Draft tokens are added one at a time, best expected gain first, while each
+// yields more tokens per millisecond than the step so far and than the same
+// sequences decoding without drafts; now and then one more, to keep the
 // estimate that stopped them measured.
 #pragma once
 #include <cstdint>
@@ -32,7 +33,8 @@ namespace sy {
 class StepCostModel {
  public:
   void record(int32_t tokens, double ms);
-  // Estimated milliseconds for a step of `tokens`; negative while no size is measured twice.
+  // Estimated milliseconds for a step of `tokens`; negative while no size up
+  // to `tokens` is measured twice.
   double estimate(int32_t tokens) const;
 
  private:

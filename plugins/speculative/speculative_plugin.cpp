@@ -3,7 +3,9 @@
 //   prompt-lookup  "inference with reference": find the latest earlier
 //                  occurrence of the sequence's last n tokens (n from
 //                  ngram_max down to ngram_min) in the prompt and generated
-//                  text, and propose the k tokens that followed it; an
+//                  text, and propose the k tokens that followed it (a copy
+//                  that reaches the end continues from its own proposals,
+//                  so a repetition is proposed k tokens deep); an
 //                  n-gram index per sequence, grown as tokens arrive. With
 //                  adaptive, k shrinks after a rejection and grows after a
 //                  fully accepted draft (between 1 and k).
@@ -84,8 +86,17 @@ class PromptLookup {
     for (int32_t g = std::min(ngram_max_, n - 1); g >= ngram_min_; --g) {
       const int32_t start = index.find(t, g);
       if (start < 0) continue;
+      // Copy what followed the match. A copy that reaches the end of the
+      // text continues from its own proposals (an overlapping copy, as in
+      // LZ77): a match p tokens back proposes the period-p repetition, not
+      // just the p tokens before the end.
       const int32_t from = start + g;
-      return std::vector<int32_t>(t.data + from, t.data + from + std::min(want, n - from));
+      std::vector<int32_t> out;
+      for (int32_t i = 0; i < want; ++i) {
+        const int32_t at = from + i;
+        out.push_back(at < n ? t[at] : out[static_cast<size_t>(at - n)]);
+      }
+      return out;
     }
     return {};
   }

@@ -99,14 +99,37 @@ TEST(PluginHarness, ShippedAndSamplingDraftersProposeValidDrafts) {
 
 // The prompt-lookup drafter keeps an n-gram index per sequence; its
 // proposals must be exactly those of the plain rescan it replaced (the
-// latest earlier occurrence of the last g tokens, longest g first).
+// latest earlier occurrence of the last g tokens, longest g first; the k
+// tokens that followed it, a copy reaching the end going on from its own
+// proposals).
 std::vector<int32_t> rescan(const std::vector<int32_t>& t, int32_t gmin, int32_t gmax, int32_t k) {
   const auto n = static_cast<int32_t>(t.size());
   for (int32_t g = std::min(gmax, n - 1); g >= gmin; --g)
     for (int32_t start = n - g - 1; start >= 0; --start)
-      if (std::equal(t.end() - g, t.end(), t.begin() + start))
-        return std::vector<int32_t>(t.begin() + start + g, t.begin() + start + g + std::min(k, n - start - g));
+      if (std::equal(t.end() - g, t.end(), t.begin() + start)) {
+        std::vector<int32_t> text = t;
+        for (int32_t i = 0; i < k; ++i) text.push_back(text[static_cast<size_t>(start + g + i)]);
+        return std::vector<int32_t>(text.end() - k, text.end());
+      }
   return {};
+}
+
+// A repetition (a loop in the output, a list, a table) is proposed k deep,
+// not just up to the end of the text.
+TEST(PluginHarness, PromptLookupProposesARepetitionKDeep) {
+  pt::MockHost host;
+  host.load(SY_SPECULATIVE_PLUGIN);
+  const sy_drafter_desc* d = host.drafter("prompt-lookup");
+  void* state = nullptr;
+  ASSERT_EQ(d->create(nullptr, host.options(d->options, d->num_options, {{"k", "6"}}), &state), SY_OK);
+  const std::vector<int32_t> t{9, 1, 2, 3, 1, 2, 3, 1, 2};
+  int32_t out[6], count = -1;
+  ASSERT_EQ(d->propose(state, 1, t.data(), static_cast<int32_t>(t.size()), 6, out, &count), SY_OK);
+  EXPECT_EQ(std::vector<int32_t>(out, out + count), (std::vector<int32_t>{3, 1, 2, 3, 1, 2}));
+  const std::vector<int32_t> same{5, 7, 7};  // one token repeated
+  ASSERT_EQ(d->propose(state, 2, same.data(), 3, 4, out, &count), SY_OK);
+  EXPECT_EQ(std::vector<int32_t>(out, out + count), (std::vector<int32_t>{7, 7, 7, 7}));
+  d->destroy(state);
 }
 
 TEST(PluginHarness, PromptLookupsIndexProposesWhatARescanWould) {
