@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     const double mb = static_cast<double>(K * N) * 4 / 1e6;
     for (auto& [name, run] : paths) {
       double one = 0;
-      for (int64_t M : {1, 2, 4, 7, 8}) {
+      for (int64_t M : {1, 2, 4, 7, 8, 12, 16}) {
         const double s = best_seconds([&] { run(M); }, 15);
         if (M == 1) one = s;
         const double gbs = mb / 1e3 / s;

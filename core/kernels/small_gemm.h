@@ -15,7 +15,7 @@
 namespace sy {
 
 // The most rows the small path takes; larger products go to OpenBLAS.
-constexpr int64_t kSmallGemmMaxRows = 8;
+constexpr int64_t kSmallGemmMaxRows = 16;
 
 // C[m, n0:n1] = alpha * (A[m, :] . op(B)[:, n0:n1]) + beta * C[m, n0:n1] for
 // m < M <= kSmallGemmMaxRows. A is M x K row-major (lda); op(B) is K x N:

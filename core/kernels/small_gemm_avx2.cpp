@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace sy::small_gemm_avx2 {
 
 struct Vec {
   using T = __m256;
   static constexpr int W = 8;
+  static constexpr int G = 2;  // 8 broadcasts + 4 weight vectors + accumulators in 16 registers
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float a) { return _mm256_set1_ps(a); }

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace sy::small_gemm_avx512 {
 
 struct Vec {
   using T = __m512;
   static constexpr int W = 16;
+  static constexpr int G = 4;  // 16 broadcasts + 4 weight vectors + accumulators in 32 registers
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T set1(float a) { return _mm512_set1_ps(a); }
