@@ -105,7 +105,8 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
   // also carries prefill chunks is slow anyway; a draft model's time spent
   // there is still time the batch could have decoded in).
   const double plain_ms = cost_.estimate(static_cast<int32_t>(seqs.size()));
-  const double plain_rate = plain_ms > 0 ? static_cast<double>(seqs.size()) / plain_ms : 0;
+  if (plain_ms <= 0) return k;  // not measured yet: a plain decode step of this batch comes first
+  const double plain_rate = static_cast<double>(seqs.size()) / plain_ms;
   int32_t drafted = 0;
   const bool explore = ++decisions_ % kExploreEvery == 0;
   while (drafted < budget) {

@@ -37,6 +37,9 @@ TEST(SpeculationPolicy, MeasuresAStepWithoutDraftsBeforeDrafting) {
   accept_all(p, 1, 3);
   EXPECT_EQ(total(p.draft_lengths({1}, 16, 500)), 0);
   for (int i = 0; i < 2; ++i) p.record_step(16, 90);
+  // The step is measured; a plain decode step of this batch (one sequence) is not.
+  EXPECT_EQ(total(p.draft_lengths({1}, 16, 500)), 0);
+  for (int i = 0; i < 2; ++i) p.record_step(1, 20);
   EXPECT_GT(total(p.draft_lengths({1}, 16, 500)), 0);
 }
 
