@@ -104,7 +104,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
   BenchResult r;
   r.profile = profile;
   r.memory_bandwidth_gbs = measure_read_bandwidth_gbs(session.threads().size());
-  r.weight_bytes = session.report().parameter_bytes;
+  r.weight_bytes = session.report().weight_bytes;
   r.kv_bytes_per_token = 2 * static_cast<int64_t>(session.model().num_layers()) * session.model().kv_heads() *
                          session.model().head_dim() * static_cast<int64_t>(sizeof(float));
   StepEngineMetrics before = engine->metrics();

@@ -56,6 +56,22 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
     simplify_graph(*graph, pctx);
     if (report) report->op_counts_after.emplace_back("simplify (after passes)", graph->op_counts());
   }
+  if (report) {
+    // The weights a forward pass reads: constants the remaining nodes use
+    // (int8/int4 codes and scales after a quantize pass, not the float
+    // weights they replaced), each counted once; a table only gathered from
+    // (an untied embedding) is read a row per token, and is not counted.
+    std::set<ValueId> used;
+    for (const Node& n : graph->nodes) {
+      if (n.dead) continue;
+      const bool gather = n.op_type == "Gather" || n.op_type == "GatherBlockQuantized";
+      for (size_t i = gather ? 1 : 0; i < n.inputs.size(); ++i) {
+        const ValueId v = n.inputs[i];
+        if (v != kNoValue && graph->values[static_cast<size_t>(v)].constant && used.insert(v).second)
+          report->weight_bytes += static_cast<int64_t>(graph->values[static_cast<size_t>(v)].constant->bytes());
+      }
+    }
+  }
   try {
     return std::make_unique<Executor>(graph, registry, threads, options.executor);
   } catch (const Error& e) {

@@ -29,6 +29,9 @@ struct PreparedGraphReport {
   size_t imported_nodes = 0;
   int64_t parameters = 0;       // stored initializer elements as imported
   int64_t parameter_bytes = 0;
+  // The weights one forward pass reads, as prepared (after quantization;
+  // gathered-from tables excluded): the bytes MBU divides by.
+  int64_t weight_bytes = 0;
   std::vector<std::pair<std::string, std::map<std::string, int>>> op_counts_after;  // (stage, counts)
   std::vector<ProbeReport> probes;  // the equivalence probe of each plugin pass that changed the graph
 };
