@@ -13,33 +13,16 @@
 #include <thread>
 
 #include "bench/bench_runner.h"
+#include "kernel_timing.h"
 #include "qmatmul.h"
 
 using namespace sy_quant;
 
+using sy::bench::best_seconds;
+
 namespace {
-
-// Two worker threads, as the engine's pool on this machine: work split in halves.
-void two_threads(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= grain) return fn(0, n);
-  const int64_t mid = n / 2;
-  std::thread t([&] { fn(0, mid); });
-  fn(mid, n);
-  t.join();
-}
-
-// Best of reps: this shared machine's noise only ever adds time.
-template <typename F>
-double best_seconds(F&& f, int reps) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return *std::min_element(t.begin(), t.end());
-}
-
+// Halves, as the engine's pool on a 2-core machine (the kernels' ParallelFor).
+void two_threads(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) { sy::bench::two_threads(n, grain, fn); }
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -18,30 +18,15 @@
 #include <thread>
 
 #include "bench/bench_runner.h"
+#include "kernel_timing.h"
 #include "kernels/small_gemm.h"
 
 extern "C" void openblas_set_num_threads(int);
 
 namespace {
-
-void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t mid = n / 2 / 32 * 32;
-  std::thread t([&] { fn(0, mid); });
-  fn(mid, n);
-  t.join();
-}
-
-template <typename F>
-double best_seconds(F&& f, int reps) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return *std::min_element(t.begin(), t.end());
-}
-
+// Column split as the engine's: halves at a multiple of 32.
+void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) { sy::bench::two_threads(n, 0, fn, 32); }
+using sy::bench::best_seconds;
 }  // namespace
 
 int main(int argc, char** argv) {
