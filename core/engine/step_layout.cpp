@@ -63,8 +63,7 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch, const std::vecto
     int64_t waste = held * block_size_ - stored;
     waste_sum += waste;
     waste_max = std::max(waste_max, waste);
-    bool decode = batch[i].tokens == 1 && !batch[i].seq->result.tokens.empty() &&
-                  batch[i].seq->computed + 1 == static_cast<int32_t>(batch[i].seq->tokens.size());
+    const bool decode = batch[i].seq->decodes(batch[i].tokens);
     (decode ? any_decode : any_prefill) = true;
   }
   std::vector<int32_t> flat(static_cast<size_t>(max_blocks) * batch.size(), 0);

@@ -32,6 +32,11 @@ struct StepEngine::Seq {
   std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
   bool has_drafted = false;                  // the drafter has seen it (its first proposal also catches up on the prompt)
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
+  // A step of `step_tokens` for it is a decode step: one token after its
+  // first generated one (not a prompt chunk, not a recompute after preemption).
+  bool decodes(int32_t step_tokens) const {
+    return step_tokens == 1 && !result.tokens.empty() && computed + 1 == static_cast<int32_t>(tokens.size());
+  }
   bool finished() const { return state == SeqState::Finished; }
 };
 

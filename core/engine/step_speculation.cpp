@@ -19,8 +19,7 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
   std::vector<uint64_t> ids;
   for (auto& b : batch) {
     Seq* s = b.seq;
-    bool decode = b.tokens == 1 && !s->result.tokens.empty() && s->computed + 1 == static_cast<int32_t>(s->tokens.size());
-    if (!decode) continue;
+    if (!s->decodes(b.tokens)) continue;
     int32_t room = std::min({spec_k_, s->req.max_tokens - static_cast<int32_t>(s->result.tokens.size()) - 1,
                              static_cast<int32_t>(model_.max_context() - static_cast<int64_t>(s->tokens.size())) - 1});
     if (room <= 0) continue;

@@ -388,6 +388,7 @@ struct WorkloadFlags {
       w = generate_workload(spec, vocab);
       w.name = "generated";
     }
+    SY_CHECK(max_concurrency >= -1, "--max-concurrency must be >= 0, got " << max_concurrency);
     if (max_concurrency >= 0) w.max_concurrency = max_concurrency;
     return w;
   }
