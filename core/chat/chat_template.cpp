@@ -1,5 +1,7 @@
 #include "chat/chat_template.h"
 
+#include "chat/jinja.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>

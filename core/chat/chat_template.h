@@ -11,9 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/jinja.h"
 
 namespace sy {
+
+namespace jinja {
+class Template;  // chat/jinja.h: the interpreter stays behind this class
+}
 
 // JSON with the key order the client sent (templates print dicts in order).
 using OrderedJson = nlohmann::ordered_json;

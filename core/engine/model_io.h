@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "graph/graph.h"
 
 namespace sy {
@@ -26,17 +27,8 @@ struct GenaiConfig {
 // for a malformed one.
 std::optional<GenaiConfig> read_genai_config(const std::string& dir);
 
-// The sampling a model's authors recommend: generation_config.json's
-// temperature, top_p, top_k, min_p and repetition_penalty (or
-// genai_config.json's "search" section). Request fields left unset take
-// these, as vLLM does; with do_sample false, only the repetition penalty
-// applies (the model is meant to be decoded greedily).
-struct SamplingDefaults {
-  std::optional<float> temperature, top_p, min_p, repetition_penalty;
-  std::optional<int> top_k;
-  std::string source;  // the file they came from ("" when none)
-  bool empty() const { return !temperature && !top_p && !min_p && !repetition_penalty && !top_k; }
-};
+// The sampling a model's authors recommend (see SamplingDefaults in
+// engine/sampler.h), from the files beside the model.
 SamplingDefaults model_sampling_defaults(const std::string& model);
 
 // The ONNX file of a model argument: the file itself, or inside a folder the

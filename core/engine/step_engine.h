@@ -24,6 +24,7 @@
 #include "engine/drafter.h"
 #include "engine/request.h"
 #include "engine/speculation_policy.h"
+#include "engine/step_metrics.h"
 #include "plugin_host/components.h"
 
 namespace sy {
@@ -41,46 +42,6 @@ struct StepEngineOptions {
   // requests with its message and refuses new ones (the session is out of
   // service); true serves on with the built-in continuous batcher.
   bool scheduler_fallback_builtin = false;
-};
-
-struct StepEngineMetrics {
-  int64_t steps = 0;
-  int64_t prompt_tokens = 0;    // prompt tokens of all requests
-  int64_t cached_tokens = 0;    // of those, found in the prefix cache
-  int64_t computed_tokens = 0;  // tokens run through the model
-  int64_t kv_tokens_read = 0;   // sum over steps of every sequence's context length (KV read by attention)
-  int64_t generated_tokens = 0;
-  int64_t preemptions = 0;
-  int64_t mixed_steps = 0;      // steps that ran prefill chunks and decode tokens together
-  // Speculative decoding (vLLM's names): drafts, proposed and accepted tokens,
-  // accepted tokens by draft position.
-  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
-  // Drafts dropped because the drafter proposed a token id outside the
-  // vocabulary: that sequence decodes without speculation for the step.
-  int64_t spec_invalid_drafts = 0;
-  // Decoding sequence-steps the speculation policy gave no draft tokens
-  // (speculation would not have paid: a large batch, a low acceptance rate).
-  int64_t spec_declined = 0;
-  std::string spec_last_invalid;  // what the last dropped draft held, for logs and tests
-  std::vector<int64_t> spec_accepted_per_pos;
-  double spec_acceptance_rate() const { return spec_draft_tokens ? static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_draft_tokens) : 0; }
-  // 1 + accepted / drafts: tokens emitted per verification step.
-  double spec_mean_accepted_length() const { return spec_drafts ? 1.0 + static_cast<double>(spec_accepted_tokens) / static_cast<double>(spec_drafts) : 0; }
-  int64_t finished = 0, cancelled = 0, failed = 0;
-  // Plugin failures that failed no request: a scheduler's plan that failed
-  // (it is asked again), a cache release or drafter release at a request's
-  // end; and the last one's message (it names the plugin).
-  int64_t plugin_failures = 0;
-  std::string last_plugin_failure;
-  int32_t total_blocks = 0;
-  int32_t used_blocks = 0;
-  int32_t peak_used_blocks = 0;
-  int32_t running = 0, waiting = 0;
-  // KV slots held but not holding a token, per sequence: the worst step's
-  // average over its sequences, and the worst single sequence.
-  double max_mean_waste_tokens = 0;
-  int64_t max_waste_tokens = 0;
-  double prefix_hit_rate() const { return prompt_tokens ? static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens) : 0.0; }
 };
 
 // One step's plan, for tests and traces: which sequences ran how many tokens.

@@ -6,10 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/chat_template.h"
 #include "cli_support.h"
 #include "commands.h"
-#include "tokenizer/tokenizer.h"
 
 namespace sy::cli {
 

@@ -2,13 +2,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-
-#include "device/device_registry.h"
-
 #include <iostream>
 #include <sstream>
-
-#include "tokenizer/tokenizer.h"
 
 namespace sy::cli {
 
@@ -74,23 +69,21 @@ std::string default_manifest() {
   return {};
 }
 
-EngineConfig EngineFlags::config() const {
-  EngineConfig cfg;
+EngineOptions EngineFlags::options() const {
+  EngineOptions o;
   // Without --manifest the default manifest applies: its top level runs the
   // graph as exported with the plugins real models need, and its profiles
   // (--profile paged, prefix) the step engine.
-  const std::string path = manifest.empty() ? default_manifest() : manifest;
-  if (!path.empty()) cfg = Manifest::load(path).resolve(profile);
-  else SY_CHECK(profile.empty(), "--profile needs --manifest (no default manifest was found beside the binary)");
-  if (!model.empty()) cfg.model = model;
-  SY_CHECK(!cfg.model.empty(), "no model: give --model or a --manifest with 'model:'");
-  if (threads > 0) cfg.threads = threads;
-  if (!device.empty()) {
-    parse_device_spec(device);  // a bad --device is named before anything loads
-    cfg.device = device;
-  }
-  if (max_context > 0) cfg.max_context = max_context;
-  return cfg;
+  o.manifest = manifest.empty() ? default_manifest() : manifest;
+  SY_CHECK(!o.manifest.empty() || profile.empty(), "--profile needs --manifest (no default manifest was found beside the binary)");
+  SY_CHECK(!o.manifest.empty() || !model.empty(), "no model: give --model or a --manifest with 'model:'");
+  if (!device.empty()) check_device_spec(device);  // a bad --device is named before anything loads
+  o.profile = profile;
+  o.model = model;
+  o.device = device;
+  o.threads = threads;
+  o.max_context = max_context;
+  return o;
 }
 
 }  // namespace sy::cli

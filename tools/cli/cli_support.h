@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/session.h"
+#include "facade/engine.h"
 
 namespace sy::cli {
 
@@ -36,7 +36,9 @@ struct EngineFlags {
   std::string device;
   int64_t max_context = 0;
   void add(po::options_description& d);
-  EngineConfig config() const;
+  // The engine options: the manifest (given, else the default one), the
+  // profile and the overrides.
+  EngineOptions options() const;
 };
 
 }  // namespace sy::cli

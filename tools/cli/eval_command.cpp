@@ -13,8 +13,6 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "engine/step_engine.h"
-#include "tokenizer/tokenizer.h"
 
 namespace sy::cli {
 
@@ -30,11 +28,12 @@ std::vector<double> log_probs(const float* logits, int64_t V) {
   return lp;
 }
 
-Tensor text_logits(const EngineConfig& cfg, const std::vector<int>& tokens, const std::string& label) {
-  auto session = Session::create(cfg);
-  SY_CHECK(session->step_engine(), label << ": eval runs the step engine; select a cache manager ('cache:') and the "
-                                            "attention-fusion pass in the profile");
-  return session->step_engine()->prompt_logits(tokens);
+// An engine that can compute every position's logits (the step engine).
+std::unique_ptr<Engine> open_stepped(const EngineOptions& options, const std::string& label) {
+  auto engine = Engine::open(options);
+  SY_CHECK(engine->has_step_engine(), label << ": eval runs the step engine; select a cache manager ('cache:') and the "
+                                               "attention-fusion pass in the profile");
+  return engine;
 }
 
 }  // namespace
@@ -54,36 +53,42 @@ int cmd_eval(const std::vector<std::string>& args) {
   auto p = parse(args, d, "usage: switchyard eval --manifest F --profile P --text FILE [--baseline P0] [--out eval.json]");
   if (p.help) return 0;
   SY_CHECK(!mf.manifest.empty(), "eval compares two profiles of a manifest: give --manifest");
-  EngineConfig cfg = mf.config();
-  EngineConfig base;
+  const EngineOptions options = mf.options();
+  EngineOptions base = options;
   if (!baseline_profile.empty()) {
-    EngineFlags bf = mf;
-    bf.profile = baseline_profile;
-    base = bf.config();
+    base.profile = baseline_profile;
   } else {
-    base = cfg;
-    auto& passes = base.passes;
-    passes.erase(std::remove_if(passes.begin(), passes.end(), [](const ComponentSelection& s) { return s.name == "quantize"; }), passes.end());
-    SY_CHECK(passes.size() < cfg.passes.size(), "profile '" << mf.profile << "' has no 'quantize' pass: give --baseline PROFILE");
+    base.without_passes = {"quantize"};
     baseline_profile = mf.profile + " without quantize";
   }
   std::ifstream in(text_path);
   SY_CHECK(in, "cannot read the text " << text_path);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto tok = load_tokenizer(find_tokenizer(cfg.model, tokenizer_path.empty() ? cfg.tokenizer : tokenizer_path));
-  std::vector<int> tokens = tok->encode(ss.str(), true);
-  if (static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
-  SY_CHECK(tokens.size() >= 2, text_path << ": the text has fewer than two tokens");
-
-  Tensor lb = text_logits(base, tokens, "baseline '" + baseline_profile + "'");
-  Tensor lq = text_logits(cfg, tokens, "profile '" + mf.profile + "'");
-  const int64_t T = lb.dim(0), V = lb.dim(1);
+  // The baseline first, then the profile: one engine in memory at a time.
+  // The tokenizer: --tokenizer, else the manifest's, else the model folder's.
+  std::vector<int> tokens;
+  std::vector<float> lb, lq;
+  std::string model;
+  int64_t V = 0;
+  {
+    auto engine = open_stepped(base, "baseline '" + baseline_profile + "'");
+    model = engine->model_path();
+    auto tok = load_tokenizer(find_tokenizer(model, tokenizer_path.empty() ? engine->tokenizer_path() : tokenizer_path));
+    tokens = tok->encode(ss.str(), true);
+    if (static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
+    SY_CHECK(tokens.size() >= 2, text_path << ": the text has fewer than two tokens");
+    V = engine->vocab_size();
+    lb = engine->prompt_logits(tokens);
+  }
+  lq = open_stepped(options, "profile '" + mf.profile + "'")->prompt_logits(tokens);
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  SY_CHECK(lb.size() == lq.size() && static_cast<int64_t>(lb.size()) == T * V, "the two profiles' logits differ in shape");
   int64_t agree = 0;
   double kl_sum = 0, kl_max = 0, nll_b = 0, nll_q = 0;
   for (int64_t t = 0; t < T; ++t) {
-    const float* a = lb.data<float>() + t * V;
-    const float* b = lq.data<float>() + t * V;
+    const float* a = lb.data() + t * V;
+    const float* b = lq.data() + t * V;
     agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
     auto pa = log_probs(a, V), pb = log_probs(b, V);
     double kl = 0;
@@ -96,7 +101,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     }
   }
   const double ppl_b = std::exp(nll_b / double(T - 1)), ppl_q = std::exp(nll_q / double(T - 1));
-  nlohmann::json j{{"model", cfg.model},
+  nlohmann::json j{{"model", model},
                    {"text", text_path},
                    {"tokens", T},
                    {"baseline", baseline_profile},

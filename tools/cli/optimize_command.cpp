@@ -7,7 +7,6 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "graph/onnx_export.h"
 
 namespace sy::cli {
 
@@ -20,13 +19,11 @@ int cmd_optimize(const std::vector<std::string>& args) {
   d.add_options()("out,o", po::value(&out)->required(), "where to write the optimized ONNX model");
   auto p = parse(args, d, "usage: switchyard optimize --manifest F [--profile P] --out model.opt.onnx");
   if (p.help) return 0;
-  EngineConfig cfg = mf.config();
-  SY_CHECK(!cfg.passes.empty(), "the profile selects no passes: nothing to optimize");
-  // Only the graph matters, not the components that would schedule it.
-  cfg.scheduler.reset();
-  cfg.drafter.reset();
-  auto session = Session::create(cfg);
-  ExportSummary s = export_onnx_file(session->model().graph(), out);
+  EngineOptions options = mf.options();
+  options.graph_only = true;
+  auto engine = Engine::open(options);
+  SY_CHECK(!engine->describe()["passes"].empty(), "the profile selects no passes: nothing to optimize");
+  const OnnxExportSummary s = engine->export_onnx(out);
   std::printf("wrote %s: %zu nodes, %zu initializers, %.1f MB of weights%s\n", out.c_str(), s.nodes, s.initializers,
               static_cast<double>(s.initializer_bytes) / 1e6, s.external_data ? (" in " + out + ".data").c_str() : "");
   std::printf("load it with the same plugins and no passes (their kernels run the rewritten nodes)\n");

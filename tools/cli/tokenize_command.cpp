@@ -10,7 +10,6 @@
 
 #include "cli_support.h"
 #include "commands.h"
-#include "tokenizer/tokenizer.h"
 
 namespace sy::cli {
 

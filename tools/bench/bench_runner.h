@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bench/workload.h"
-#include "engine/session.h"
+#include "facade/engine.h"
 
 namespace sy {
 
@@ -49,7 +49,7 @@ void compute_serving_metrics(BenchResult& r, const Workload& w);
 double measure_read_bandwidth_gbs(int threads);
 
 // `progress`: draw a progress bar on stderr.
-BenchResult run_workload(Session& session, const Workload& w, const std::string& profile, bool progress);
+BenchResult run_workload(Engine& engine, const Workload& w, const std::string& profile, bool progress);
 
 // A table with one column per result (and the ratio of the last to the
 // first when there are two), for people.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/request.h"
+#include "facade/engine.h"
 
 namespace sy {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/error.h"
+#include "facade/engine.h"
 
 namespace sy {
 

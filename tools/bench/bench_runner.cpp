@@ -97,17 +97,16 @@ void compute_serving_metrics(BenchResult& r, const Workload& w) {
   r.goodput = good / r.duration_s;
 }
 
-BenchResult run_workload(Session& session, const Workload& w, const std::string& profile, bool progress) {
-  StepEngine* engine = session.step_engine();
-  SY_CHECK(engine, "profile '" << profile << "': bench drives the step engine; select a cache manager ('cache:') and the "
-                                  "attention-fusion pass (static batching is the 'static' scheduler)");
+BenchResult run_workload(Engine& engine, const Workload& w, const std::string& profile, bool progress) {
+  SY_CHECK(engine.has_step_engine(), "profile '" << profile << "': bench drives the step engine; select a cache manager ('cache:') and the "
+                                                       "attention-fusion pass (static batching is the 'static' scheduler)");
   BenchResult r;
   r.profile = profile;
-  r.memory_bandwidth_gbs = measure_read_bandwidth_gbs(session.threads().size());
-  r.weight_bytes = session.report().weight_bytes;
-  r.kv_bytes_per_token = 2 * static_cast<int64_t>(session.model().num_layers()) * session.model().kv_heads() *
-                         session.model().head_dim() * static_cast<int64_t>(sizeof(float));
-  StepEngineMetrics before = engine->metrics();
+  const EngineFootprint footprint = engine.footprint();
+  r.memory_bandwidth_gbs = measure_read_bandwidth_gbs(footprint.threads);
+  r.weight_bytes = footprint.weight_bytes;
+  r.kv_bytes_per_token = footprint.kv_bytes_per_token;
+  StepEngineMetrics before = engine.metrics();
   r.total_blocks = before.total_blocks;
   const size_t n = w.requests.size();
   std::vector<std::future<GenerationResult>> futures(n);
@@ -131,10 +130,8 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
         finished_cv.wait(lock, [&] { return i - done < static_cast<size_t>(w.max_concurrency); });
       }
       r.arrival_s[i] = seconds_since(t0);
-      StepEngine::Callbacks cb;
-      cb.on_finish = [&](uint64_t, const GenerationResult&) { finished_one(); };
       try {
-        engine->submit(w.requests[i].request, cb, &futures[i]);
+        futures[i] = engine.submit(w.requests[i].request, [&](const GenerationResult&) { finished_one(); });
       } catch (const std::exception& e) {
         std::promise<GenerationResult> p;
         GenerationResult failed;
@@ -150,7 +147,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
   size_t shown = SIZE_MAX;
   while (done < n) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    StepEngineMetrics m = engine->metrics();
+    StepEngineMetrics m = engine.metrics();
     r.timeline.emplace_back(seconds_since(t0), m.generated_tokens - before.generated_tokens, m.used_blocks);
     if (progress && done != shown) {
       size_t d = shown = done;
@@ -163,7 +160,7 @@ BenchResult run_workload(Session& session, const Workload& w, const std::string&
   r.duration_s = seconds_since(t0);
   if (progress) std::fprintf(stderr, "\n");
   for (auto& f : futures) r.results.push_back(f.get());
-  StepEngineMetrics after = engine->metrics();
+  StepEngineMetrics after = engine.metrics();
   r.engine = after;
   r.timeline.emplace_back(r.duration_s, after.generated_tokens - before.generated_tokens, after.used_blocks);
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "base/error.h"
+#include "facade/engine.h"
 
 namespace sy {
 

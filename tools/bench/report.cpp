@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "base/error.h"
+#include "facade/engine.h"
 
 namespace sy {
 namespace {

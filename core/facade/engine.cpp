@@ -1,0 +1,238 @@
+#include "facade/engine.h"
+
+#include <algorithm>
+#include <map>
+
+#include "device/device_registry.h"
+#include "engine/model_io.h"
+#include "engine/session.h"
+#include "graph/onnx_export.h"
+#include "switchyard/plugin.h"
+#ifdef SWITCHYARD_HAS_CUDA
+#include "device/cuda/cuda_backend.h"
+#endif
+
+namespace sy {
+
+namespace {
+
+// The manifest profile with the options' overrides on top.
+EngineConfig resolve(const EngineOptions& o) {
+  EngineConfig cfg;
+  if (!o.manifest.empty()) cfg = Manifest::load(o.manifest).resolve(o.profile);
+  else SY_CHECK(o.profile.empty(), "profile '" << o.profile << "' given without a manifest to find it in");
+  if (!o.model.empty()) cfg.model = o.model;
+  SY_CHECK(!cfg.model.empty(), "no model: give one (--model) or a manifest with 'model:'");
+  if (o.threads > 0) cfg.threads = o.threads;
+  if (!o.device.empty()) {
+    check_device_spec(o.device);
+    cfg.device = o.device;
+  }
+  if (o.max_context > 0) cfg.max_context = o.max_context;
+  for (const std::string& name : o.without_passes) {
+    auto& passes = cfg.passes;
+    const size_t before = passes.size();
+    passes.erase(std::remove_if(passes.begin(), passes.end(), [&](const ComponentSelection& s) { return s.name == name; }), passes.end());
+    SY_CHECK(passes.size() < before, "profile '" << o.profile << "' has no '" << name << "' pass to leave out");
+  }
+  if (o.graph_only) {
+    cfg.scheduler.reset();
+    cfg.drafter.reset();
+  }
+  return cfg;
+}
+
+nlohmann::json component_json(const std::optional<SelectedComponent>& c) {
+  return c ? nlohmann::json{{"name", c->entry->name}, {"provider", c->entry->provider}, {"options", c->options.str()}} : nlohmann::json();
+}
+
+nlohmann::json plugin_json(const PluginLibrary& lib) {
+  nlohmann::json pj{{"name", lib.name()},
+                    {"version", lib.version()},
+                    {"abi", std::to_string(lib.abi_major()) + "." + std::to_string(lib.abi_minor())},
+                    {"path", lib.path()},
+                    {"sha256", lib.sha256()}};
+  const sy_plugin_info& info = lib.info();
+  for (int32_t i = 0; i < info.num_passes; ++i) pj["passes"].push_back({{"name", info.passes[i]->name}, {"version", info.passes[i]->version}});
+  for (int32_t i = 0; i < info.num_kernels; ++i) {
+    const sy_kernel_desc* k = info.kernels[i];
+    pj["kernels"].push_back({{"name", k->name},
+                             {"version", k->version},
+                             {"op", std::string(k->domain).empty() ? std::string(k->op_type) : std::string(k->domain) + "::" + k->op_type},
+                             {"device", k->device == SY_DEVICE_CUDA ? "cuda" : "cpu"},
+                             {"priority", k->priority}});
+  }
+  for (int32_t i = 0; i < info.num_schedulers; ++i)
+    pj["schedulers"].push_back({{"name", info.schedulers[i]->name}, {"version", info.schedulers[i]->version}});
+  for (int32_t i = 0; i < info.num_caches; ++i) pj["caches"].push_back({{"name", info.caches[i]->name}, {"version", info.caches[i]->version}});
+  for (int32_t i = 0; i < info.num_drafters; ++i)
+    pj["drafters"].push_back({{"name", info.drafters[i]->name}, {"version", info.drafters[i]->version}});
+  return pj;
+}
+
+}  // namespace
+
+void check_device_spec(const std::string& spec) { parse_device_spec(spec); }
+
+struct Engine::Impl {
+  std::unique_ptr<Session> session;
+  StepEngine& step_engine(const char* what) {
+    StepEngine* se = session->step_engine();
+    SY_CHECK(se, what << " runs on the step engine; select a cache manager ('cache:') and the attention-fusion pass in the profile");
+    return *se;
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->session = Session::create(resolve(options));
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const std::string& Engine::model_path() const { return impl_->session->config().model; }
+const std::string& Engine::manifest_path() const { return impl_->session->config().manifest_path; }
+const std::string& Engine::profile() const { return impl_->session->config().profile; }
+const std::string& Engine::tokenizer_path() const { return impl_->session->config().tokenizer; }
+int64_t Engine::vocab_size() const { return impl_->session->model().vocab_size(); }
+SamplingDefaults Engine::recommended_sampling() const { return model_sampling_defaults(model_path()); }
+
+std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
+  return impl_->session->generate(requests, on_token);
+}
+
+std::vector<float> Engine::last_logits(const std::vector<int>& prompt) { return impl_->session->last_logits(prompt); }
+
+std::vector<float> Engine::prompt_logits(const std::vector<int>& prompt) {
+  Tensor t = impl_->step_engine("prompt_logits").prompt_logits(prompt);
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+bool Engine::has_step_engine() const { return impl_->session->step_engine() != nullptr; }
+
+std::future<GenerationResult> Engine::submit(const GenerationRequest& request, std::function<void(const GenerationResult&)> on_finish) {
+  StepEngine::Callbacks cb;
+  if (on_finish) cb.on_finish = [f = std::move(on_finish)](uint64_t, const GenerationResult& r) { f(r); };
+  std::future<GenerationResult> result;
+  impl_->step_engine("submit").submit(request, std::move(cb), &result);
+  return result;
+}
+
+StepEngineMetrics Engine::metrics() const {
+  const StepEngine* se = impl_->session->step_engine();
+  return se ? se->metrics() : StepEngineMetrics{};
+}
+
+EngineFootprint Engine::footprint() const {
+  Session& s = *impl_->session;
+  EngineFootprint f;
+  f.threads = s.threads().size();
+  f.weight_bytes = s.report().weight_bytes;
+  f.kv_bytes_per_token =
+      2 * static_cast<int64_t>(s.model().num_layers()) * s.model().kv_heads() * s.model().head_dim() * static_cast<int64_t>(sizeof(float));
+  return f;
+}
+
+OnnxExportSummary Engine::export_onnx(const std::string& path) const {
+  ExportSummary s = export_onnx_file(impl_->session->model().graph(), path);
+  return OnnxExportSummary{s.nodes, s.initializers, s.initializer_bytes, s.external_data};
+}
+
+nlohmann::json Engine::describe() const {
+  Session& session = *impl_->session;
+  const Graph& g = session.model().graph();
+  const PreparedGraphReport& rep = session.report();
+  auto value = [&](ValueId id, const std::string& name) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    return nlohmann::json{{"name", name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.shape_str()}};
+  };
+  nlohmann::json j;
+  j["model"] = session.config().model;
+  if (!session.config().manifest_path.empty()) {
+    j["manifest"] = session.config().manifest_path;
+    j["profile"] = session.config().profile;
+  }
+  for (ValueId id : g.inputs) j["inputs"].push_back(value(id, g.values[static_cast<size_t>(id)].name));
+  for (const auto& o : g.outputs) j["outputs"].push_back(value(o.value, o.name));
+  j["opsets"] = g.opsets;
+  j["parameters"] = rep.parameters;
+  j["parameter_bytes"] = rep.parameter_bytes;
+  j["weight_bytes"] = rep.weight_bytes;
+  j["nodes_imported"] = rep.imported_nodes;
+  j["nodes_planned"] = g.live_node_count();
+  j["plugins"] = nlohmann::json::array();
+  for (const auto& lib : session.plugins().libraries()) j["plugins"].push_back(plugin_json(*lib));
+  j["passes"] = nlohmann::json::array();
+  for (const auto& sp : session.passes())
+    j["passes"].push_back({{"name", sp.entry->name}, {"provider", sp.entry->provider}, {"options", sp.options.str()}});
+  j["scheduler"] = component_json(session.scheduler());
+  j["cache"] = component_json(session.cache());
+  j["drafter"] = component_json(session.drafter());
+  j["step_engine"] = session.step_engine() != nullptr;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& [stage, counts] : rep.op_counts_after) stages.push_back({{"stage", stage}, {"op_counts", counts}});
+  j["op_counts"] = stages;
+  std::map<std::string, int> providers;
+  for (const auto& pl : session.model().executor().placements())
+    ++providers[pl.provider + " " + pl.op + (pl.device == Device::CPU ? "" : std::string(" @") + device_name(pl.device))];
+  j["kernels_used"] = providers;
+  if (DeviceBackend* dev = session.device())
+    j["device"] = {{"description", dev->description()},
+                   {"copies_per_forward", session.model().executor().transfer_plan().copies_per_run()}};
+  // What attention fusion made of each layer, and what proved it.
+  j["attention"] = nlohmann::json::array();
+  for (const Node& n : g.nodes) {
+    if (n.dead || n.domain != SY_OP_DOMAIN || n.op_type != SY_OP_PAGED_ATTENTION) continue;
+    j["attention"].push_back({{"layer", n.attr_int("layer", -1)},
+                              {"scale", n.attr_float("scale", 0.f)},
+                              {"softcap", n.attr_float("softcap", 0.f)},
+                              {"window", n.attr_int("window", 0)},
+                              {"kv_heads", n.attr_int("kv_heads", 0)},
+                              {"head_dim", n.attr_int("head_dim", 0)},
+                              {"layout", n.attr_int("num_heads", 0) > 0 ? "token-major" : "heads-major"},
+                              {"rotary", n.inputs.size() > 3 ? (n.attr_int("rotary_interleaved", 0) ? "interleaved" : "halves") : "none"}});
+  }
+  std::sort(j["attention"].begin(), j["attention"].end(), [](const auto& a, const auto& b) { return a["layer"] < b["layer"]; });
+  j["probes"] = nlohmann::json::array();
+  for (const ProbeReport& pr : rep.probes)
+    j["probes"].push_back({{"pass", pr.pass},
+                           {"cases", pr.cases},
+                           {"regions", pr.regions},
+                           {"max_deviation", pr.max_deviation},
+                           {"logit_sensitivity", pr.logit_sensitivity},
+                           {"ms", pr.ms},
+                           {"skipped", pr.skipped}});
+  return j;
+}
+
+nlohmann::json probe_devices(bool measure_copy_bandwidth) {
+  nlohmann::json out;
+  out["cpu"] = "available";
+#ifdef SWITCHYARD_HAS_CUDA
+  out["cuda_build"] = true;
+#else
+  out["cuda_build"] = false;
+#endif
+  DeviceProbe probe = probe_cuda();
+  out["cuda_devices"] = probe.count;
+  if (probe.count == 0) out["cuda_unavailable"] = probe.why_none;
+  nlohmann::json list = nlohmann::json::array();
+  for (int i = 0; i < probe.count; ++i) {
+    auto dev = open_device(DeviceSpec{Device::CUDA, i, false});
+    nlohmann::json j{{"device", "cuda:" + std::to_string(i)}, {"description", dev->description()}};
+#ifdef SWITCHYARD_HAS_CUDA
+    auto& cuda = static_cast<CudaBackend&>(*dev);
+    j["peak_bandwidth_gbs"] = cuda.theoretical_bandwidth_gbs();
+    if (measure_copy_bandwidth) j["copy_bandwidth_gbs"] = cuda.measure_copy_bandwidth_gbs();
+#else
+    (void)measure_copy_bandwidth;
+#endif
+    list.push_back(j);
+  }
+  out["devices"] = list;
+  return out;
+}
+
+}  // namespace sy

@@ -1,0 +1,118 @@
+// The engine's public C++ facade: what a C++ program built with Switchyard
+// (the CLI, the benchmark runner, an embedder that wants C++ types) uses
+// instead of the engine's internals. It is to the core what llama.h is to
+// llama.cpp: one class over the session, the step engine, the manifest and
+// the plugin host, whose headers stay out of its callers' sight (the test
+// cli_uses_only_the_facade holds tools/cli and tools/bench to it).
+//
+// Its vocabulary is plain data shared with the core: requests, results and
+// sampling (engine/request.h), the step engine's counters
+// (engine/step_metrics.h), the tokenizer interface (tokenizer/tokenizer.h),
+// chat templates (chat/chat_template.h) and sy::Error (base/error.h).
+// Programs in other languages use the C API (switchyard.h) instead.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "chat/chat_template.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/step_metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace sy {
+
+// Where an engine's configuration comes from: a manifest profile, with the
+// command line's overrides on top.
+struct EngineOptions {
+  std::string manifest;  // YAML manifest ("": none; then `model` is required)
+  std::string profile;   // "" : the manifest's top level
+  std::string model;     // overrides the manifest's
+  std::string device;    // cpu, cuda, cuda:N or auto; "" : the manifest's
+  int threads = 0;       // 0: the manifest's, else one per core
+  int64_t max_context = 0;  // 0: the manifest's, the model's metadata, else 4096
+  // Passes of the profile to leave out (eval's baseline: the profile
+  // without 'quantize'). Each must be in the profile.
+  std::vector<std::string> without_passes;
+  // The prepared graph only: no scheduler and no drafter (optimize).
+  bool graph_only = false;
+};
+
+// Throws sy::Error naming a malformed device spec (before anything loads).
+void check_device_spec(const std::string& spec);
+
+// What `optimize` wrote.
+struct OnnxExportSummary {
+  size_t nodes = 0, initializers = 0;
+  uint64_t initializer_bytes = 0;
+  bool external_data = false;  // weights in <path>.data
+};
+
+// What a benchmark needs to know about the engine it drives, to compute
+// MBU and KV usage.
+struct EngineFootprint {
+  int threads = 1;
+  int64_t weight_bytes = 0;        // read by one forward pass as prepared
+  int64_t kv_bytes_per_token = 0;  // keys and values of every layer
+};
+
+class Engine {
+ public:
+  // Loads plugins, runs the passes, plans the model and starts the step
+  // engine. Throws sy::Error naming the manifest line, file or plugin.
+  static std::unique_ptr<Engine> open(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The resolved configuration.
+  const std::string& model_path() const;
+  const std::string& manifest_path() const;  // "" without a manifest
+  const std::string& profile() const;
+  const std::string& tokenizer_path() const;  // the manifest's 'tokenizer:' ("" : none)
+  int64_t vocab_size() const;
+  // The sampling the model folder recommends (generation_config.json).
+  SamplingDefaults recommended_sampling() const;
+
+  // Runs requests to completion: on the step engine when the profile selects
+  // a cache manager, else as one padded batch of the graph as exported.
+  std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token = {});
+  // Logits [vocab] at the last position of one prompt.
+  std::vector<float> last_logits(const std::vector<int>& prompt);
+  // Logits [prompt.size() x vocab], row-major, at every position (teacher
+  // forcing, one forward). Needs the step engine.
+  std::vector<float> prompt_logits(const std::vector<int>& prompt);
+
+  // The asynchronous interface of the step engine (a server's): is there one,
+  // submit from any thread, the counters so far. submit throws sy::Error for
+  // a request the engine refuses; on_finish runs on the engine thread.
+  bool has_step_engine() const;
+  std::future<GenerationResult> submit(const GenerationRequest& request, std::function<void(const GenerationResult&)> on_finish = {});
+  StepEngineMetrics metrics() const;
+  EngineFootprint footprint() const;
+
+  // What the engine made of the model and the manifest: inputs, outputs,
+  // plugins and their components, passes, op counts per stage, kernels
+  // used, fused attention per layer, equivalence probes, the device.
+  nlohmann::json describe() const;
+  // Writes the graph as the passes left it (optimize).
+  OnnxExportSummary export_onnx(const std::string& path) const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The CPU and the accelerators this build can use: {"cpu", "cuda_build",
+// "cuda_devices", "cuda_unavailable"?, "devices": [{"device",
+// "description", "peak_bandwidth_gbs"?, "copy_bandwidth_gbs"?}]}.
+nlohmann::json probe_devices(bool measure_copy_bandwidth);
+
+}  // namespace sy
