@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   for (const char* scheme : {"int8", "int4:32", "int4-asym:32", "int4:128"}) {
     QuantSpec spec = parse_scheme(scheme, 32);
     PackedMatrix p = pack(quantize(w.data(), K, N, spec));
-    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+    for (Isa isa : kAllIsas) {
       if (!isa_available(isa) || (isa == Isa::Scalar && K * N > (1 << 22) && false)) continue;
       const int reps = isa == Isa::Scalar ? 3 : 30;
       double gemv = best_seconds([&] { qmatmul(p, x.data(), 1, nullptr, y.data(), isa, two_threads); }, reps);

@@ -3,6 +3,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
@@ -13,6 +15,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::Avx2Int8: return "avx2int8";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
   }
@@ -20,17 +23,20 @@ const char* isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(const std::string& name) {
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+  for (Isa i : kAllIsas)
     if (name == isa_name(i)) return i;
   return std::nullopt;
 }
 
-bool isa_available(Isa isa) {
+namespace {
+
+bool cpu_has(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   switch (isa) {
     case Isa::Scalar: return true;
-    case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::Avx2:
+    case Isa::Avx2Int8: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::Avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     case Isa::Avx512Vnni:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
@@ -41,14 +47,26 @@ bool isa_available(Isa isa) {
 #endif
 }
 
+}  // namespace
+
+bool isa_available(Isa isa) {
+  // Asked on every product (the fallback walk): the CPU is probed once.
+  static const auto available = [] {
+    std::array<bool, std::size(kAllIsas)> a{};
+    for (Isa i : kAllIsas) a[static_cast<size_t>(i)] = cpu_has(i);
+    return a;
+  }();
+  return available[static_cast<size_t>(isa)];
+}
+
 Isa select_isa() {
   if (const char* forced = std::getenv("SWITCHYARD_QUANT_ISA"); forced && *forced) {
     auto isa = parse_isa(forced);
-    if (!isa) throw std::invalid_argument(std::string("SWITCHYARD_QUANT_ISA='") + forced + "': known paths are scalar, avx2, avx512, avx512vnni");
+    if (!isa) throw std::invalid_argument(std::string("SWITCHYARD_QUANT_ISA='") + forced + "': known paths are scalar, avx2, avx2int8, avx512, avx512vnni");
     if (!isa_available(*isa)) throw std::invalid_argument(std::string("SWITCHYARD_QUANT_ISA=") + forced + ": this CPU does not have it");
     return *isa;
   }
-  for (Isa i : {Isa::Avx512Vnni, Isa::Avx512, Isa::Avx2})
+  for (Isa i : {Isa::Avx512Vnni, Isa::Avx2Int8, Isa::Avx512, Isa::Avx2})
     if (isa_available(i)) return i;
   return Isa::Scalar;
 }
@@ -66,6 +84,7 @@ bool PackedMatrix::supports(Isa isa) const {
     case Isa::Avx512: return fits(16);
     // Activation blocks (32) must not straddle weight groups; larger groups
     // are indexed by a shift.
+    case Isa::Avx2Int8:
     case Isa::Avx512Vnni: return n_groups == 1 || group == 32 || (pow2 && group >= 64);
   }
   return false;
@@ -106,25 +125,14 @@ PackedMatrix pack(const QuantizedWeight& q) {
   return p;
 }
 
-namespace {
-
-inline int packed_code(const PackedMatrix& w, const uint8_t* row, int64_t k) {
-  if (w.bits == 8) return row[k];
-  const uint8_t b = row[(k / 128) * 64 + (k % 128) % 64];
-  return (k % 128) < 64 ? (b & 0x0F) : (b >> 4);
-}
-
-}  // namespace
-
 // Dequantizes rows [n0, n1) to fp32 [n1 - n0, K].
 void dequantize_rows(const PackedMatrix& w, int64_t n0, int64_t n1, float* out) {
   for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = w.codes.data() + n * w.row_bytes();
     const float* s = w.scales.data() + n * w.group_stride;
     float* o = out + (n - n0) * w.K;
     for (int64_t g = 0; g < w.n_groups; ++g) {
       const float scale = s[g], z = w.negzp_at(n, g);
-      for (int64_t k = g * w.group; k < std::min(w.K, (g + 1) * w.group); ++k) o[k] = static_cast<float>(packed_code(w, row, k)) * scale + z;
+      for (int64_t k = g * w.group; k < std::min(w.K, (g + 1) * w.group); ++k) o[k] = static_cast<float>(w.code(n, k)) * scale + z;
     }
   }
 }
@@ -142,7 +150,7 @@ void group_sums(const PackedMatrix& w, const float* x, float* xsum) {
 }
 
 Isa usable(const PackedMatrix& w, Isa isa) {
-  while (isa != Isa::Scalar && !w.supports(isa)) isa = static_cast<Isa>(static_cast<int>(isa) - 1);
+  while (isa != Isa::Scalar && (!w.supports(isa) || !isa_available(isa))) isa = static_cast<Isa>(static_cast<int>(isa) - 1);
   return isa;
 }
 
@@ -153,13 +161,12 @@ constexpr int64_t kTileRows = 64;
 
 void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = w.codes.data() + n * w.row_bytes();
     const float* s = w.scales.data() + n * w.group_stride;
     float acc = 0;
     for (int64_t g = 0; g < w.n_groups; ++g) {
       const int64_t k0 = g * w.group, k1 = std::min(w.K, k0 + w.group);
       float dot = 0;
-      for (int64_t k = k0; k < k1; ++k) dot += static_cast<float>(packed_code(w, row, k)) * x[k];
+      for (int64_t k = k0; k < k1; ++k) dot += static_cast<float>(w.code(n, k)) * x[k];
       acc += s[g] * dot + w.negzp_at(n, g) * xsum[g];
     }
     y[n] = acc;
@@ -171,7 +178,11 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
   const int64_t N = w.N, K = w.K;
   if (M >= kGemmMinRows) {
     // Prefill: each 64-row tile is dequantized once and multiplied for all M tokens.
-    auto* dequantize = isa == Isa::Avx512 || isa == Isa::Avx512Vnni ? dequantize_rows_avx512 : dequantize_rows;
+    // The path's own vector width (its int8 activations are for few rows:
+    // a tile is dequantized to fp32 whatever the path).
+    auto* dequantize = isa == Isa::Avx512 || isa == Isa::Avx512Vnni ? dequantize_rows_avx512
+                       : isa == Isa::Avx2 || isa == Isa::Avx2Int8   ? dequantize_rows_avx2
+                                                                    : dequantize_rows;
     const int64_t tiles = (N + kTileRows - 1) / kTileRows;
     pf(tiles, 1, [&](int64_t t0, int64_t t1) {
       std::vector<float> wt(static_cast<size_t>(kTileRows * K));
@@ -200,6 +211,7 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
       float* xm = xpad.data() + m * w.Kp;
       std::copy(x + m * K, x + (m + 1) * K, xm);
       if (isa == Isa::Avx512Vnni) quantize_activation(w, xm, qa[static_cast<size_t>(m)]);
+      else if (isa == Isa::Avx2Int8) quantize_activation_avx2(w, xm, qa[static_cast<size_t>(m)]);
       else group_sums(w, xm, xsum.data() + m * w.n_groups);
     }
     auto* gemv = isa == Isa::Avx512 ? gemv_avx512 : isa == Isa::Avx2 ? gemv_avx2 : gemv_scalar;
@@ -211,6 +223,7 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
         const int64_t e = std::min(n1, b + kRowBlock);
         for (int64_t m = 0; m < M; ++m) {
           if (isa == Isa::Avx512Vnni) gemv_avx512vnni(w, qa[static_cast<size_t>(m)], y + m * N, b, e);
+          else if (isa == Isa::Avx2Int8) gemv_avx2_int8(w, qa[static_cast<size_t>(m)], y + m * N, b, e);
           else gemv(w, xpad.data() + m * w.Kp, xsum.data() + m * w.n_groups, y + m * N, b, e);
         }
       }

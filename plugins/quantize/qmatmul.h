@@ -13,12 +13,18 @@
 // Paths, chosen at run time by what the CPU has (SWITCHYARD_QUANT_ISA forces
 // one; tests run every path the machine has):
 //   scalar      portable C++, the reference of the others
-//   avx2        8-wide FMA over dequantized codes, fp32 activations
+//   avx2        8-wide FMA over dequantized codes, fp32 activations (any
+//               group that is a multiple of 8)
+//   avx2int8    activations quantized per 32-element block to int8, as for
+//               avx512vnni, multiplied with vpmaddubsw/vpmaddwd: the AVX2
+//               machines' integer path (llama.cpp's Q8 dot on AVX2)
 //   avx512      16-wide FMA over dequantized codes, fp32 activations
 //   avx512vnni  activations quantized per 32-element block to int8 and
 //               multiplied with vpdpbusd (u8 x s8 -> s32): the decode path of
 //               llama.cpp's Q8 dot products; error bounded by the activation
 //               rounding (one part in 254 of each block's largest value)
+// Groups must not split an activation block (32) for the int8-activation
+// paths; other geometries fall back to the fp32-activation path below.
 // One token (decode) is a GEMV per output row, threaded over output rows;
 // many tokens (prefill) dequantize 64-row tiles to fp32 and multiply with
 // OpenBLAS sgemm, so the dequantization is paid once per tile, not per token.
@@ -33,7 +39,13 @@
 
 namespace sy_quant {
 
-enum class Isa { Scalar, Avx2, Avx512, Avx512Vnni };
+// In order of preference (bench_qmatmul: the int8-activation paths read the
+// weights fastest); a geometry a path cannot run, or a path the CPU lacks,
+// goes to the one before it.
+enum class Isa { Scalar, Avx2, Avx512, Avx2Int8, Avx512Vnni };
+inline constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx2Int8, Isa::Avx512Vnni};
+// The paths that quantize the activation row to int8 (QuantizedActivation).
+inline bool int8_activations(Isa isa) { return isa == Isa::Avx2Int8 || isa == Isa::Avx512Vnni; }
 
 const char* isa_name(Isa isa);
 std::optional<Isa> parse_isa(const std::string& name);
@@ -60,6 +72,13 @@ struct PackedMatrix {
     const size_t i = static_cast<size_t>(n * group_stride + g);
     return negzp.empty() ? -symmetric_zero_point * scales[i] : negzp[i];
   }
+  // The code of row n, element k, from the packed layout.
+  int code(int64_t n, int64_t k) const {
+    const uint8_t* row = codes.data() + n * row_bytes();
+    if (bits == 8) return row[k];
+    const uint8_t b = row[(k / 128) * 64 + (k % 128) % 64];
+    return (k % 128) < 64 ? (b & 0x0F) : (b >> 4);
+  }
   int64_t weight_bytes() const;  // what one pass over the matrix reads
   // Which paths can run this geometry (groups must not split a SIMD vector).
   bool supports(Isa isa) const;
@@ -76,13 +95,15 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
 // Rows [n0, n1) of W as fp32 [n1 - n0, K] (the prefill path's tiles).
 void dequantize_rows(const PackedMatrix& w, int64_t n0, int64_t n1, float* out);
 void dequantize_rows_avx512(const PackedMatrix& w, int64_t n0, int64_t n1, float* out);
+void dequantize_rows_avx2(const PackedMatrix& w, int64_t n0, int64_t n1, float* out);
 
 // Per-row GEMV entry points (rows [n0, n1) of one activation row), per path.
 void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
 void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
 void gemv_avx512(const PackedMatrix& w, const float* x, const float* xsum, float* y, int64_t n0, int64_t n1);
 
-// The activation row quantized for the VNNI path.
+// The activation row quantized for the int8-activation paths (the same
+// codes and scales from both builds).
 struct QuantizedActivation {
   std::vector<int8_t> q;          // [Kp]
   std::vector<float> scale16;     // [Kp / 64, 16]: per 64-element chunk c, block 2c's scale x8 then block 2c+1's x8
@@ -90,5 +111,7 @@ struct QuantizedActivation {
 };
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
+void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a);
+void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
 
 }  // namespace sy_quant

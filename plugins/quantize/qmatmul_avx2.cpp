@@ -72,4 +72,33 @@ void gemv_avx2(const PackedMatrix& w, const float* x, const float* xsum, float* 
   }
 }
 
+void dequantize_rows_avx2(const PackedMatrix& w, int64_t n0, int64_t n1, float* out) {
+  // Segments of 8 codes never straddle a group when the group is a multiple
+  // of 8 (or one per row); other geometries take the portable loop.
+  if (w.n_groups != 1 && w.group % 8 != 0) return dequantize_rows(w, n0, n1, out);
+  const __m256i low = _mm256_set1_epi32(0x0F);
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.codes.data() + n * w.row_bytes();
+    float* o = out + (n - n0) * w.K;
+    int64_t k = 0;
+    for (; k + 8 <= w.K; k += 8) {
+      const int64_t g = w.n_groups == 1 ? 0 : k / w.group;
+      const __m256 s = _mm256_set1_ps(w.scales[static_cast<size_t>(n * w.group_stride + g)]), z = _mm256_set1_ps(w.negzp_at(n, g));
+      __m256i q;
+      if (w.bits == 8) {
+        q = load8_u8_as_i32(row + k);
+      } else {
+        const int64_t c = k / 128, j = k % 128;
+        q = load8_u8_as_i32(row + c * 64 + j % 64);
+        q = j < 64 ? _mm256_and_si256(q, low) : _mm256_srli_epi32(q, 4);
+      }
+      _mm256_storeu_ps(o + k, _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, z));
+    }
+    for (; k < w.K; ++k) {  // the row's last few codes
+      const int64_t g = w.n_groups == 1 ? 0 : k / w.group;
+      o[k] = static_cast<float>(w.code(n, k)) * w.scales[static_cast<size_t>(n * w.group_stride + g)] + w.negzp_at(n, g);
+    }
+  }
+}
+
 }  // namespace sy_quant

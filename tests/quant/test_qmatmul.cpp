@@ -37,7 +37,7 @@ struct Case {
 
 std::vector<Isa> paths() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+  for (Isa i : kAllIsas)
     if (isa_available(i)) v.push_back(i);
   return v;
 }
@@ -52,11 +52,11 @@ void check(const Case& c, Isa isa, uint32_t seed) {
   auto wd = dequantize(q);
   std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
   qmatmul(p, x.data(), c.M, bias.data(), y.data(), isa, two_threads);
-  const bool int8_activations = isa == Isa::Avx512Vnni && p.supports(isa) && c.M < 16;  // the GEMV path
+  const bool rounded = int8_activations(isa) && p.supports(isa) && c.M < 16;  // the GEMV path
   double worst = 0;
   for (int64_t m = 0; m < c.M; ++m) {
     const float* xm = x.data() + m * c.K;
-    // Activation rounding of the VNNI path: each x_k moves by at most half of
+    // Activation rounding of the int8-activation paths: each x_k moves by at most half of
     // its 32-block's step amax/127.
     std::vector<double> step(static_cast<size_t>(c.K));
     for (int64_t b = 0; b < c.K; b += 32) {
@@ -72,9 +72,9 @@ void check(const Case& c, Isa isa, uint32_t seed) {
         magnitude += std::fabs(double(xm[k]) * wk);
         rounding += std::fabs(wk) * step[static_cast<size_t>(k)] / 2;
       }
-      // fp32 accumulation error ~ K * eps * sum|x w|; the VNNI path adds the
+      // fp32 accumulation error ~ K * eps * sum|x w|; the int8-activation paths add the
       // activation rounding bound.
-      double tol = 4e-6 * std::sqrt(double(c.K)) * magnitude + 1e-6 + (int8_activations ? rounding * 1.001 : 0);
+      double tol = 4e-6 * std::sqrt(double(c.K)) * magnitude + 1e-6 + (rounded ? rounding * 1.001 : 0);
       double err = std::fabs(double(y[static_cast<size_t>(m * c.N + n)]) - ref);
       worst = std::max(worst, err / tol);
       ASSERT_LE(err, tol) << isa_name(isa) << " M=" << c.M << " K=" << c.K << " N=" << c.N << " group=" << c.group << " bits=" << c.bits
@@ -114,7 +114,7 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
   for (Isa isa : paths()) std::printf(" %s", isa_name(isa));
   std::printf("; not tested here (this CPU lacks them):");
   int missing = 0;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni})
+  for (Isa isa : kAllIsas)
     if (!isa_available(isa)) {
       std::printf(" %s", isa_name(isa));
       ++missing;
@@ -125,6 +125,25 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
 TEST(QMatMul, PathsAgreeWithEachOtherOnOneLargeMatrix) {
   Case c{1, 2048, 512, 64, 4, true};
   for (Isa isa : paths()) check(c, isa, 99);
+}
+
+TEST(QMatMul, BothInt8ActivationBuildsQuantizeIdentically) {
+  if (!isa_available(Isa::Avx2Int8) || !isa_available(Isa::Avx512Vnni)) GTEST_SKIP() << "needs both AVX2 and AVX-512 VNNI";
+  std::mt19937 rng(5);
+  for (int64_t group : {int64_t{0}, int64_t{32}, int64_t{128}}) {
+    const int64_t K = 700, N = 8;
+    auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
+    PackedMatrix p = pack(quantize(w.data(), K, N, {8, group, true}));
+    std::vector<float> x = random_vector(static_cast<size_t>(p.Kp), rng);
+    std::fill(x.begin() + K, x.end(), 0.f);
+    QuantizedActivation a, b;
+    quantize_activation(p, x.data(), a);
+    quantize_activation_avx2(p, x.data(), b);
+    EXPECT_EQ(a.q, b.q) << "group " << group;
+    EXPECT_EQ(a.scale16, b.scale16) << "group " << group;
+    ASSERT_EQ(a.group_sum.size(), b.group_sum.size());
+    for (size_t g = 0; g < a.group_sum.size(); ++g) EXPECT_FLOAT_EQ(a.group_sum[g], b.group_sum[g]) << "group " << group;
+  }
 }
 
 TEST(QuantFormat, RoundTripErrorIsAtMostHalfAStep) {

@@ -1,0 +1,159 @@
+// AVX2 GEMV with int8 activations: the activation row quantized per
+// 32-element block (exactly as the VNNI path does it), multiplied with the
+// codes by vpmaddubsw (u8 x s8 -> pairs summed in s16) and vpmaddwd (-> s32).
+// Built with -mavx2 -mfma; the AVX2 machines' counterpart of vpdpbusd.
+//
+// vpmaddubsw saturates at 32767: int4 codes (0..15) times |q| <= 127 cannot
+// reach it, but int8 codes (0..255) can. Those are recentred to signed
+// (c - 128, by flipping the top bit) and multiplied by the sign trick,
+// |c - 128| as unsigned times q carrying c - 128's sign, whose pair sums
+// stay within 2 * 128 * 127. The 128 * sum(q) this leaves out is folded into
+// the zero-point term: with the symmetric int8 zero point (128) the two
+// cancel exactly and that term is skipped.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "qmatmul.h"
+
+namespace sy_quant {
+
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+  return _mm_cvtss_f32(m);
+}
+
+enum class Groups { PerRow, Of32, Pow2 };
+
+// dot(codes, q) of one 32-element block, 8 partial sums in s32.
+template <int Bits>
+inline __m256i block_dot(__m256i codes, __m256i q) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (Bits == 8) {
+    const __m256i centred = _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80)));  // c - 128 as s8
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(centred), _mm256_sign_epi8(q, centred));
+    return _mm256_madd_epi16(pairs, ones);
+  } else {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, q), ones);
+  }
+}
+
+template <int Bits, Groups G>
+void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  const int64_t chunks = w.Kp / 128;  // four 32-blocks each
+  int shift = 0;                      // Pow2: block b is in group b >> shift
+  if constexpr (G == Groups::Pow2)
+    while ((int64_t{32} << shift) < w.group) ++shift;
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const int8_t* xq = a.q.data();
+  const float* xs = a.scale16.data();
+  // Block b's activation scale, eight copies: scale16 keeps them so.
+  auto act_scale = [&](int64_t b) { return _mm256_loadu_ps(xs + (b / 2) * 16 + (b % 2) * 8); };
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w.codes.data() + n * w.row_bytes();
+    const float* s = w.scales.data() + n * w.group_stride;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m256i codes[4];
+      if constexpr (Bits == 8) {
+        for (int i = 0; i < 4; ++i) codes[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 128 + i * 32));
+      } else {
+        // 64 bytes hold the chunk's 128 codes: elements 0-63 in the low
+        // nibbles, 64-127 in the high ones.
+        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 64));
+        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 64 + 32));
+        codes[0] = _mm256_and_si256(v0, low);
+        codes[1] = _mm256_and_si256(v1, low);
+        codes[2] = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+        codes[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+      }
+      for (int i = 0; i < 4; ++i) {
+        const int64_t b = c * 4 + i;
+        const __m256i d = block_dot<Bits>(codes[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+        __m256 scale = act_scale(b);
+        if constexpr (G == Groups::Of32) scale = _mm256_mul_ps(scale, _mm256_set1_ps(s[b]));
+        if constexpr (G == Groups::Pow2) scale = _mm256_mul_ps(scale, _mm256_set1_ps(s[b >> shift]));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[i]);
+      }
+    }
+    float total = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    if constexpr (G == Groups::PerRow) total *= s[0];
+    // The zero-point term, sum_g zp'_g * group_sum_g, where int8's zp' also
+    // carries the 128 * sum(q) the recentring left out.
+    const bool cancels = Bits == 8 && w.negzp.empty() && w.symmetric_zero_point == 128.f;
+    if (!cancels) {
+      for (int64_t g = 0; g < w.n_groups; ++g) {
+        float coeff = w.negzp_at(n, g);
+        if constexpr (Bits == 8) coeff += 128.f * s[g];
+        total += coeff * a.group_sum[static_cast<size_t>(g)];
+      }
+    }
+    y[n] = total;
+  }
+}
+
+template <int Bits>
+void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (w.n_groups == 1) rows<Bits, Groups::PerRow>(w, a, y, n0, n1);
+  else if (w.group == 32) rows<Bits, Groups::Of32>(w, a, y, n0, n1);
+  else rows<Bits, Groups::Pow2>(w, a, y, n0, n1);
+}
+
+}  // namespace
+
+void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a) {
+  const int64_t blocks = w.Kp / 32;
+  a.q.resize(static_cast<size_t>(w.Kp));
+  a.scale16.resize(static_cast<size_t>(blocks / 2 * 16));
+  a.group_sum.assign(static_cast<size_t>(w.n_groups), 0.f);
+  const int64_t blocks_per_group = w.n_groups == 1 ? blocks : w.group / 32;
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  // packs_epi32 / packs_epi16 interleave the 128-bit lanes; this puts the
+  // 32 bytes back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4];
+    __m256 amax_v = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xb + i * 8);
+      amax_v = _mm256_max_ps(amax_v, _mm256_andnot_ps(sign, v[i]));
+    }
+    const float amax = hmax(amax_v);
+    // The same arithmetic as the VNNI path: identical codes on both.
+    const float scale = amax / 127.f, inv = amax > 0 ? 127.f / amax : 0.f;
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(inv)));  // nearest even
+    const int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q.data() + b * 32), _mm256_permutevar8x32_epi32(packed, order));
+    std::fill_n(a.scale16.data() + (b / 2) * 16 + (b % 2) * 8, 8, scale);
+    a.group_sum[static_cast<size_t>(std::min(b / blocks_per_group, w.n_groups - 1))] += scale * static_cast<float>(sum);
+  }
+}
+
+void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (w.bits == 8) rows_for<8>(w, a, y, n0, n1);
+  else rows_for<4>(w, a, y, n0, n1);
+}
+
+}  // namespace sy_quant
