@@ -108,7 +108,14 @@ struct QuantizedActivation {
   std::vector<int8_t> q;          // [Kp]
   std::vector<float> scale16;     // [Kp / 64, 16]: per 64-element chunk c, block 2c's scale x8 then block 2c+1's x8
   std::vector<float> group_sum;   // [n_groups]: sum over the group of scale_b * sum(q_b)
+  // Symmetric weights (one zero point z for every code): -z times the sum of
+  // each 4 consecutive q [Kp / 4], the start value of the integer dot
+  // product of those 4 codes, so it comes out as dot(code - z, q) and the
+  // zero point costs nothing per row. Empty for asymmetric weights.
+  std::vector<int32_t> zero_start;
 };
+// Whether the kernels fold the zero point into the dot products (above).
+inline bool folds_zero_point(const PackedMatrix& w) { return w.negzp.empty(); }
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a);

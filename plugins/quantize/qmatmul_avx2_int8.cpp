@@ -57,8 +57,10 @@ inline __m256i block_dot(__m256i codes, __m256i q) {
   }
 }
 
+// One row at a time, one sequential stream (int8; int4 with asymmetric
+// weights). Four accumulators, one per 32-block of a 128-code chunk.
 template <int Bits, Groups G>
-void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   const int64_t chunks = w.Kp / 128;  // four 32-blocks each
   int shift = 0;                      // Pow2: block b is in group b >> shift
   if constexpr (G == Groups::Pow2)
@@ -111,6 +113,81 @@ void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t
   }
 }
 
+// Symmetric int4, R rows at a time: the activation's codes, scales and
+// zero-point start values (QuantizedActivation::zero_start) are loaded once
+// for the R rows, and the codes come out as dot(code - 8, q) with no
+// zero-point term per row. The R rows are short streams the hardware
+// prefetcher barely follows; the rows that follow (contiguous) are
+// prefetched a few KB ahead at the rate these are read.
+template <Groups G, int R>
+void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
+  const int64_t chunks = w.Kp / 128;
+  int shift = 0;
+  if constexpr (G == Groups::Pow2)
+    while ((int64_t{32} << shift) < w.group) ++shift;
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const int8_t* xq = a.q.data();
+  const float* xs = a.scale16.data();
+  const int32_t* zs = a.zero_start.data();
+  const uint8_t* row[R];
+  const float* s[R];
+  __m256 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    row[r] = w.codes.data() + (n + r) * w.row_bytes();
+    s[r] = w.scales.data() + (n + r) * w.group_stride;
+    acc[r] = _mm256_setzero_ps();
+  }
+  const char* ahead = reinterpret_cast<const char*>(row[0]) + 4096;
+  for (int64_t c = 0; c < chunks; ++c) {
+    if constexpr (R > 1)
+      for (int line = 0; line < R * 64; line += 64) _mm_prefetch(ahead + c * R * 64 + line, _MM_HINT_T0);
+    // Half h of the chunk's 64 bytes holds block h (low nibbles) and block
+    // h + 2 (high nibbles).
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b_lo = c * 4 + h, b_hi = c * 4 + 2 + h;
+      const __m256i q_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_lo * 32));
+      const __m256i q_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_hi * 32));
+      const __m256i z_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_lo * 8));
+      const __m256i z_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_hi * 8));
+      const __m256 xs_lo = _mm256_loadu_ps(xs + (b_lo / 2) * 16 + (b_lo % 2) * 8);
+      const __m256 xs_hi = _mm256_loadu_ps(xs + (b_hi / 2) * 16 + (b_hi % 2) * 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[r] + c * 64 + h * 32));
+        const __m256i d_lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, low), q_lo), ones), z_lo);
+        const __m256i d_hi =
+            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), q_hi), ones), z_hi);
+        __m256 sc_lo = xs_lo, sc_hi = xs_hi;
+        if constexpr (G == Groups::Of32) {
+          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(s[r][b_lo]));
+          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(s[r][b_hi]));
+        } else if constexpr (G == Groups::Pow2) {
+          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(s[r][b_lo >> shift]));
+          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(s[r][b_hi >> shift]));
+        }
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_lo), sc_lo, acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_hi), sc_hi, acc[r]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) y[n + r] = hsum(acc[r]) * (G == Groups::PerRow ? s[r][0] : 1.f);
+}
+
+template <Groups G>
+void int4_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  for (; n + 4 <= n1; n += 4) int4_row_block<G, 4>(w, a, y, n);
+  for (; n < n1; ++n) int4_row_block<G, 1>(w, a, y, n);
+}
+
+template <int Bits, Groups G>
+void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (Bits == 4 && folds_zero_point(w)) int4_rows<G>(w, a, y, n0, n1);
+  else rows_single<Bits, G>(w, a, y, n0, n1);
+}
+
 template <int Bits>
 void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   if (w.n_groups == 1) rows<Bits, Groups::PerRow>(w, a, y, n0, n1);
@@ -148,6 +225,18 @@ void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedAc
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q.data() + b * 32), _mm256_permutevar8x32_epi32(packed, order));
     std::fill_n(a.scale16.data() + (b / 2) * 16 + (b % 2) * 8, 8, scale);
     a.group_sum[static_cast<size_t>(std::min(b / blocks_per_group, w.n_groups - 1))] += scale * static_cast<float>(sum);
+  }
+  a.zero_start.clear();
+  if (folds_zero_point(w)) {
+    // Sums of 4 consecutive q (vpmaddubsw with ones, then vpmaddwd), times -z.
+    a.zero_start.resize(static_cast<size_t>(w.Kp / 4));
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const __m256i negz = _mm256_set1_epi32(-static_cast<int32_t>(w.symmetric_zero_point));
+    for (int64_t k = 0; k < w.Kp; k += 32) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q.data() + k));
+      const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.zero_start.data() + k / 4), _mm256_mullo_epi32(sums, negz));
+    }
   }
 }
 

@@ -7,6 +7,9 @@
 
 #include "avx512_common.h"
 
+#ifndef SY_QUANT_PREFETCH
+#define SY_QUANT_PREFETCH 4096
+#endif
 namespace sy_quant {
 
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a) {
@@ -29,11 +32,32 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
     std::fill_n(a.scale16.data() + (b / 2) * 16 + (b % 2) * 8, 8, scale);
     a.group_sum[static_cast<size_t>(std::min(b / blocks_per_group, w.n_groups - 1))] += scale * static_cast<float>(sum);
   }
+  a.zero_start.clear();
+  if (folds_zero_point(w)) {
+    // Sums of 4 consecutive q (vpdpbusd with ones), times -z.
+    a.zero_start.resize(static_cast<size_t>(w.Kp / 4));
+    const __m512i ones = _mm512_set1_epi8(1), negz = _mm512_set1_epi32(-static_cast<int32_t>(w.symmetric_zero_point));
+    for (int64_t k = 0; k < w.Kp; k += 64) {
+      const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(a.q.data() + k));
+      _mm512_storeu_si512(a.zero_start.data() + k / 4, _mm512_mullo_epi32(sums, negz));
+    }
+  }
 }
 
 namespace {
 
 enum class Groups { PerRow, Of32, Pow2 };
+
+// Sum of 16 lanes (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized
+// inside its header when inlined here).
+inline float hsum512(__m512 v) {
+  __m512 t = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 q = _mm512_castps512_ps128(t);
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+  return _mm_cvtss_f32(q);
+}
 
 
 // The weight-scale vector of 64-element chunk c: lanes 0-7 belong to the
@@ -50,9 +74,12 @@ inline __m512 weight_scales(const float* s, int64_t c, int shift) {
   }
 }
 
-// Two 64-element chunks (128 codes) per iteration, two accumulators.
-template <int Bits, Groups G>
-void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+// R rows at a time, two 64-element chunks (128 codes) per iteration: the
+// activation's codes, scales and zero-point start values are loaded once for
+// the R rows. Fold: symmetric weights, the zero point folded into the dot
+// products' start values (QuantizedActivation::zero_start).
+template <int Bits, Groups G, bool Fold, int R>
+void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
   const int64_t chunks = w.Kp / 64;
   int shift = 0;
   if constexpr (G == Groups::Pow2)
@@ -60,33 +87,74 @@ void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t
   const __m512i low = _mm512_set1_epi8(0x0F);
   const int8_t* xq = a.q.data();
   const float* xs = a.scale16.data();
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* row = w.codes.data() + n * w.row_bytes();
-    const float* s = w.scales.data() + n * w.group_stride;
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    for (int64_t c = 0; c < chunks; c += 2) {
+  const uint8_t* row[R];
+  const float* s[R];
+  __m512 acc[R][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    row[r] = w.codes.data() + (n + r) * w.row_bytes();
+    s[r] = w.scales.data() + (n + r) * w.group_stride;
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  }
+  // The R rows are R short streams the hardware prefetcher barely follows.
+  // Rows are contiguous, so the blocks that follow are one stream: it is
+  // prefetched kAhead bytes ahead, at the rate this block is read.
+  constexpr int64_t kStep = R * (Bits == 8 ? 128 : 64);
+  const char* ahead = reinterpret_cast<const char*>(row[0]) + SY_QUANT_PREFETCH;
+  for (int64_t c = 0; c < chunks; c += 2) {
+    if constexpr (R > 1)
+      for (int64_t line = 0; line < kStep; line += 64) _mm_prefetch(ahead + (c / 2) * kStep + line, _MM_HINT_T0);
+    const __m512i x0 = _mm512_loadu_si512(xq + c * 64), x1 = _mm512_loadu_si512(xq + c * 64 + 64);
+    const __m512 xs0 = _mm512_loadu_ps(xs + c * 16), xs1 = _mm512_loadu_ps(xs + c * 16 + 16);
+    __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+    if constexpr (Fold) {
+      z0 = _mm512_loadu_si512(a.zero_start.data() + c * 16);
+      z1 = _mm512_loadu_si512(a.zero_start.data() + c * 16 + 16);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
       __m512i w0, w1;
       if constexpr (Bits == 8) {
-        w0 = _mm512_loadu_si512(row + c * 64);
-        w1 = _mm512_loadu_si512(row + c * 64 + 64);
+        w0 = _mm512_loadu_si512(row[r] + c * 64);
+        w1 = _mm512_loadu_si512(row[r] + c * 64 + 64);
       } else {
-        const __m512i v = _mm512_loadu_si512(row + c * 32);
+        const __m512i v = _mm512_loadu_si512(row[r] + c * 32);
         w0 = _mm512_and_si512(v, low);
         w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       }
-      const __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(xq + c * 64));
-      const __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, _mm512_loadu_si512(xq + c * 64 + 64));
-      __m512 s0 = _mm512_loadu_ps(xs + c * 16), s1 = _mm512_loadu_ps(xs + c * 16 + 16);
+      const __m512i d0 = _mm512_dpbusd_epi32(z0, w0, x0);
+      const __m512i d1 = _mm512_dpbusd_epi32(z1, w1, x1);
+      __m512 s0 = xs0, s1 = xs1;
       if constexpr (G != Groups::PerRow) {
-        s0 = _mm512_mul_ps(s0, weight_scales<G>(s, c, shift));
-        s1 = _mm512_mul_ps(s1, weight_scales<G>(s, c + 1, shift));
+        s0 = _mm512_mul_ps(s0, weight_scales<G>(s[r], c, shift));
+        s1 = _mm512_mul_ps(s1, weight_scales<G>(s[r], c + 1, shift));
       }
-      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc0);
-      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc1);
+      acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc[r][1]);
     }
-    float total = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if constexpr (G == Groups::PerRow) total *= s[0];
-    y[n] = total + zero_point_term(w, n, a.group_sum.data());
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    float total = hsum512(_mm512_add_ps(acc[r][0], acc[r][1]));
+    if constexpr (G == Groups::PerRow) total *= s[r][0];
+    if constexpr (!Fold) total += zero_point_term(w, n + r, a.group_sum.data());
+    y[n + r] = total;
+  }
+}
+
+template <int Bits, Groups G>
+void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  // int4: four rows share each activation load (its rows are half as long
+  // per code, and the loads, not the bytes, bound it). int8: one row, one
+  // sequential stream, at the memory wall already (bench_qmatmul).
+  constexpr int R = Bits == 4 ? 4 : 1;
+  int64_t n = n0;
+  if (folds_zero_point(w)) {
+    for (; n + R <= n1; n += R) row_block<Bits, G, true, R>(w, a, y, n);
+    for (; n < n1; ++n) row_block<Bits, G, true, 1>(w, a, y, n);
+  } else {
+    for (; n + R <= n1; n += R) row_block<Bits, G, false, R>(w, a, y, n);
+    for (; n < n1; ++n) row_block<Bits, G, false, 1>(w, a, y, n);
   }
 }
 

@@ -141,6 +141,7 @@ TEST(QMatMul, BothInt8ActivationBuildsQuantizeIdentically) {
     quantize_activation_avx2(p, x.data(), b);
     EXPECT_EQ(a.q, b.q) << "group " << group;
     EXPECT_EQ(a.scale16, b.scale16) << "group " << group;
+    EXPECT_EQ(a.zero_start, b.zero_start) << "group " << group;
     ASSERT_EQ(a.group_sum.size(), b.group_sum.size());
     for (size_t g = 0; g < a.group_sum.size(); ++g) EXPECT_FLOAT_EQ(a.group_sum[g], b.group_sum[g]) << "group " << group;
   }
