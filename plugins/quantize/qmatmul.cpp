@@ -1,5 +1,7 @@
 #include "qmatmul.h"
 
+#include <switchyard/plugin.hpp>
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -36,7 +38,7 @@ bool cpu_has(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2:
-    case Isa::Avx2Int8: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::Avx2Int8: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case Isa::Avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     case Isa::Avx512Vnni:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
@@ -72,7 +74,8 @@ Isa select_isa() {
 }
 
 int64_t PackedMatrix::weight_bytes() const {
-  return static_cast<int64_t>(codes.size() + (scales.size() + negzp.size()) * sizeof(float));
+  const size_t scale_bytes = half_scales.empty() ? scales.size() * sizeof(float) : half_scales.size() * sizeof(uint16_t);
+  return static_cast<int64_t>(codes.size() + scale_bytes + negzp.size() * sizeof(float));
 }
 
 bool PackedMatrix::supports(Isa isa) const {
@@ -120,6 +123,16 @@ PackedMatrix pack(const QuantizedWeight& q) {
       const float s = q.scales[static_cast<size_t>(n * q.n_blocks + g)];
       p.scales[static_cast<size_t>(n * p.group_stride + g)] = s;
       if (!symmetric) p.negzp[static_cast<size_t>(n * p.group_stride + g)] = -s * static_cast<float>(zero_point_at(q, n, g));
+    }
+  }
+  if (p.n_groups > 1) {
+    p.half_scales.resize(p.scales.size());
+    for (size_t i = 0; i < p.scales.size(); ++i) {
+      p.half_scales[i] = sy::plugin::f32_to_f16(p.scales[i]);
+      if (sy::plugin::f16_to_f32(p.half_scales[i]) != p.scales[i]) {  // an import's fp32 scales: keep them
+        p.half_scales.clear();
+        break;
+      }
     }
   }
   return p;

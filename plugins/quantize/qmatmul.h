@@ -64,6 +64,10 @@ struct PackedMatrix {
   int64_t group_stride = 0;
   std::vector<uint8_t> codes;  // N rows of row_bytes()
   std::vector<float> scales;   // [N, group_stride]
+  // The same scales at half precision, [N, group_stride], when there are
+  // groups and every scale is an fp16 value (the quantize pass makes them
+  // so): what the int8-activation kernels read, 2 bytes per group.
+  std::vector<uint16_t> half_scales;
   std::vector<float> negzp;    // [N, group_stride]: -scale * zero_point; empty when symmetric
   float symmetric_zero_point = 0;
   int64_t row_bytes() const { return bits == 8 ? Kp : Kp / 2; }
@@ -79,7 +83,7 @@ struct PackedMatrix {
     const uint8_t b = row[(k / 128) * 64 + (k % 128) % 64];
     return (k % 128) < 64 ? (b & 0x0F) : (b >> 4);
   }
-  int64_t weight_bytes() const;  // what one pass over the matrix reads
+  int64_t weight_bytes() const;  // what one pass of the default (int8-activation) GEMV reads
   // Which paths can run this geometry (groups must not split a SIMD vector).
   bool supports(Isa isa) const;
 };

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "qmatmul.h"
 
@@ -59,7 +60,17 @@ inline __m256i block_dot(__m256i codes, __m256i q) {
 
 // One row at a time, one sequential stream (int8; int4 with asymmetric
 // weights). Four accumulators, one per 32-block of a 128-code chunk.
-template <int Bits, Groups G>
+// Group scales are read as floats or as halves (PackedMatrix::half_scales).
+inline float scale_value(float s) { return s; }
+inline float scale_value(uint16_t s) { return _cvtsh_ss(s); }
+
+template <typename S>
+const S* scales_of(const PackedMatrix& w) {
+  if constexpr (std::is_same_v<S, float>) return w.scales.data();
+  else return w.half_scales.data();
+}
+
+template <int Bits, Groups G, typename S>
 void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   const int64_t chunks = w.Kp / 128;  // four 32-blocks each
   int shift = 0;                      // Pow2: block b is in group b >> shift
@@ -72,7 +83,7 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
   auto act_scale = [&](int64_t b) { return _mm256_loadu_ps(xs + (b / 2) * 16 + (b % 2) * 8); };
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
-    const float* s = w.scales.data() + n * w.group_stride;
+    const S* s = scales_of<S>(w) + n * w.group_stride;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t c = 0; c < chunks; ++c) {
       __m256i codes[4];
@@ -92,8 +103,8 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
         const int64_t b = c * 4 + i;
         const __m256i d = block_dot<Bits>(codes[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
         __m256 scale = act_scale(b);
-        if constexpr (G == Groups::Of32) scale = _mm256_mul_ps(scale, _mm256_set1_ps(s[b]));
-        if constexpr (G == Groups::Pow2) scale = _mm256_mul_ps(scale, _mm256_set1_ps(s[b >> shift]));
+        if constexpr (G == Groups::Of32) scale = _mm256_mul_ps(scale, _mm256_set1_ps(scale_value(s[b])));
+        if constexpr (G == Groups::Pow2) scale = _mm256_mul_ps(scale, _mm256_set1_ps(scale_value(s[b >> shift])));
         acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[i]);
       }
     }
@@ -105,7 +116,7 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
     if (!cancels) {
       for (int64_t g = 0; g < w.n_groups; ++g) {
         float coeff = w.negzp_at(n, g);
-        if constexpr (Bits == 8) coeff += 128.f * s[g];
+        if constexpr (Bits == 8) coeff += 128.f * scale_value(s[g]);
         total += coeff * a.group_sum[static_cast<size_t>(g)];
       }
     }
@@ -119,7 +130,7 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
 // zero-point term per row. The R rows are short streams the hardware
 // prefetcher barely follows; the rows that follow (contiguous) are
 // prefetched a few KB ahead at the rate these are read.
-template <Groups G, int R>
+template <Groups G, int R, typename S>
 void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
   const int64_t chunks = w.Kp / 128;
   int shift = 0;
@@ -130,12 +141,12 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
   const float* xs = a.scale16.data();
   const int32_t* zs = a.zero_start.data();
   const uint8_t* row[R];
-  const float* s[R];
+  const S* s[R];
   __m256 acc[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     row[r] = w.codes.data() + (n + r) * w.row_bytes();
-    s[r] = w.scales.data() + (n + r) * w.group_stride;
+    s[r] = scales_of<S>(w) + (n + r) * w.group_stride;
     acc[r] = _mm256_setzero_ps();
   }
   const char* ahead = reinterpret_cast<const char*>(row[0]) + 4096;
@@ -160,11 +171,11 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
             _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), q_hi), ones), z_hi);
         __m256 sc_lo = xs_lo, sc_hi = xs_hi;
         if constexpr (G == Groups::Of32) {
-          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(s[r][b_lo]));
-          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(s[r][b_hi]));
+          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(scale_value(s[r][b_lo])));
+          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(scale_value(s[r][b_hi])));
         } else if constexpr (G == Groups::Pow2) {
-          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(s[r][b_lo >> shift]));
-          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(s[r][b_hi >> shift]));
+          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(scale_value(s[r][b_lo >> shift])));
+          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(scale_value(s[r][b_hi >> shift])));
         }
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_lo), sc_lo, acc[r]);
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_hi), sc_hi, acc[r]);
@@ -172,27 +183,33 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) y[n + r] = hsum(acc[r]) * (G == Groups::PerRow ? s[r][0] : 1.f);
+  for (int r = 0; r < R; ++r) y[n + r] = hsum(acc[r]) * (G == Groups::PerRow ? scale_value(s[r][0]) : 1.f);
 }
 
-template <Groups G>
+template <Groups G, typename S>
 void int4_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) int4_row_block<G, 4>(w, a, y, n);
-  for (; n < n1; ++n) int4_row_block<G, 1>(w, a, y, n);
+  for (; n + 4 <= n1; n += 4) int4_row_block<G, 4, S>(w, a, y, n);
+  for (; n < n1; ++n) int4_row_block<G, 1, S>(w, a, y, n);
+}
+
+template <int Bits, Groups G, typename S>
+void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (Bits == 4 && folds_zero_point(w)) int4_rows<G, S>(w, a, y, n0, n1);
+  else rows_single<Bits, G, S>(w, a, y, n0, n1);
 }
 
 template <int Bits, Groups G>
-void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (Bits == 4 && folds_zero_point(w)) int4_rows<G>(w, a, y, n0, n1);
-  else rows_single<Bits, G>(w, a, y, n0, n1);
+void rows_scaled(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (w.half_scales.empty()) rows<Bits, G, float>(w, a, y, n0, n1);
+  else rows<Bits, G, uint16_t>(w, a, y, n0, n1);
 }
 
 template <int Bits>
 void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.n_groups == 1) rows<Bits, Groups::PerRow>(w, a, y, n0, n1);
-  else if (w.group == 32) rows<Bits, Groups::Of32>(w, a, y, n0, n1);
-  else rows<Bits, Groups::Pow2>(w, a, y, n0, n1);
+  if (w.n_groups == 1) rows<Bits, Groups::PerRow, float>(w, a, y, n0, n1);
+  else if (w.group == 32) rows_scaled<Bits, Groups::Of32>(w, a, y, n0, n1);
+  else rows_scaled<Bits, Groups::Pow2>(w, a, y, n0, n1);
 }
 
 }  // namespace

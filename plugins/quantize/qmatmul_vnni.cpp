@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "avx512_common.h"
 
@@ -60,17 +62,29 @@ inline float hsum512(__m512 v) {
 }
 
 
+// Group scales are read as floats or as halves (PackedMatrix::half_scales).
+inline float scale_value(float s) { return s; }
+inline float scale_value(uint16_t s) { return _cvtsh_ss(s); }
+
 // The weight-scale vector of 64-element chunk c: lanes 0-7 belong to the
 // chunk's first 32-block, lanes 8-15 to its second.
-template <Groups G>
-inline __m512 weight_scales(const float* s, int64_t c, int shift) {
+template <Groups G, typename S>
+inline __m512 weight_scales(const S* s, int64_t c, int shift) {
   if constexpr (G == Groups::PerRow) {
     return _mm512_set1_ps(1.f);  // applied once per row
   } else if constexpr (G == Groups::Of32) {
     const __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 2 * c)))));
+    __m128 pair;
+    if constexpr (std::is_same_v<S, float>) {
+      pair = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + 2 * c)));
+    } else {
+      int32_t bits;
+      std::memcpy(&bits, s + 2 * c, sizeof bits);
+      pair = _mm_cvtph_ps(_mm_cvtsi32_si128(bits));
+    }
+    return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(pair));
   } else {
-    return _mm512_set1_ps(s[c >> shift]);
+    return _mm512_set1_ps(scale_value(s[c >> shift]));
   }
 }
 
@@ -78,7 +92,7 @@ inline __m512 weight_scales(const float* s, int64_t c, int shift) {
 // activation's codes, scales and zero-point start values are loaded once for
 // the R rows. Fold: symmetric weights, the zero point folded into the dot
 // products' start values (QuantizedActivation::zero_start).
-template <int Bits, Groups G, bool Fold, int R>
+template <int Bits, Groups G, bool Fold, int R, typename S>
 void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
   const int64_t chunks = w.Kp / 64;
   int shift = 0;
@@ -88,12 +102,13 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
   const int8_t* xq = a.q.data();
   const float* xs = a.scale16.data();
   const uint8_t* row[R];
-  const float* s[R];
+  const S* s[R];
   __m512 acc[R][2];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     row[r] = w.codes.data() + (n + r) * w.row_bytes();
-    s[r] = w.scales.data() + (n + r) * w.group_stride;
+    if constexpr (std::is_same_v<S, float>) s[r] = w.scales.data() + (n + r) * w.group_stride;
+    else s[r] = w.half_scales.data() + (n + r) * w.group_stride;
     acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   }
   // The R rows are R short streams the hardware prefetcher barely follows.
@@ -126,8 +141,8 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
       const __m512i d1 = _mm512_dpbusd_epi32(z1, w1, x1);
       __m512 s0 = xs0, s1 = xs1;
       if constexpr (G != Groups::PerRow) {
-        s0 = _mm512_mul_ps(s0, weight_scales<G>(s[r], c, shift));
-        s1 = _mm512_mul_ps(s1, weight_scales<G>(s[r], c + 1, shift));
+        s0 = _mm512_mul_ps(s0, weight_scales<G, S>(s[r], c, shift));
+        s1 = _mm512_mul_ps(s1, weight_scales<G, S>(s[r], c + 1, shift));
       }
       acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc[r][1]);
@@ -136,13 +151,13 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     float total = hsum512(_mm512_add_ps(acc[r][0], acc[r][1]));
-    if constexpr (G == Groups::PerRow) total *= s[r][0];
+    if constexpr (G == Groups::PerRow) total *= scale_value(s[r][0]);
     if constexpr (!Fold) total += zero_point_term(w, n + r, a.group_sum.data());
     y[n + r] = total;
   }
 }
 
-template <int Bits, Groups G>
+template <int Bits, Groups G, typename S>
 void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   // int4: four rows share each activation load (its rows are half as long
   // per code, and the loads, not the bytes, bound it). int8: one row, one
@@ -150,19 +165,25 @@ void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t
   constexpr int R = Bits == 4 ? 4 : 1;
   int64_t n = n0;
   if (folds_zero_point(w)) {
-    for (; n + R <= n1; n += R) row_block<Bits, G, true, R>(w, a, y, n);
-    for (; n < n1; ++n) row_block<Bits, G, true, 1>(w, a, y, n);
+    for (; n + R <= n1; n += R) row_block<Bits, G, true, R, S>(w, a, y, n);
+    for (; n < n1; ++n) row_block<Bits, G, true, 1, S>(w, a, y, n);
   } else {
-    for (; n + R <= n1; n += R) row_block<Bits, G, false, R>(w, a, y, n);
-    for (; n < n1; ++n) row_block<Bits, G, false, 1>(w, a, y, n);
+    for (; n + R <= n1; n += R) row_block<Bits, G, false, R, S>(w, a, y, n);
+    for (; n < n1; ++n) row_block<Bits, G, false, 1, S>(w, a, y, n);
   }
+}
+
+template <int Bits, Groups G>
+void rows_scaled(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+  if (w.half_scales.empty()) rows<Bits, G, float>(w, a, y, n0, n1);
+  else rows<Bits, G, uint16_t>(w, a, y, n0, n1);
 }
 
 template <int Bits>
 void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.n_groups == 1) rows<Bits, Groups::PerRow>(w, a, y, n0, n1);
-  else if (w.group == 32) rows<Bits, Groups::Of32>(w, a, y, n0, n1);
-  else rows<Bits, Groups::Pow2>(w, a, y, n0, n1);
+  if (w.n_groups == 1) rows<Bits, Groups::PerRow, float>(w, a, y, n0, n1);
+  else if (w.group == 32) rows_scaled<Bits, Groups::Of32>(w, a, y, n0, n1);
+  else rows_scaled<Bits, Groups::Pow2>(w, a, y, n0, n1);
 }
 
 }  // namespace

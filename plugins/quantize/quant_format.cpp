@@ -1,5 +1,7 @@
 #include "quant_format.h"
 
+#include <switchyard/plugin.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -8,6 +10,16 @@
 namespace sy_quant {
 
 namespace {
+
+// The smallest fp16 value >= s (s >= 0): a scale rounded up, so the block's
+// largest weight still fits the code range. Beyond fp16's range, s itself
+// (the kernels then keep float scales).
+float half_at_least(float s) {
+  if (!(s <= 65504.f)) return s;
+  uint16_t h = sy::plugin::f32_to_f16(s);
+  if (sy::plugin::f16_to_f32(h) < s) ++h;
+  return sy::plugin::f16_to_f32(h);
+}
 
 void set_nibble_or_byte(std::vector<uint8_t>& buf, int64_t byte_base, int64_t index, int bits, int value) {
   if (bits == 8) {
@@ -55,9 +67,14 @@ QuantizedWeight quantize(const float* w, int64_t K, int64_t N, const QuantSpec& 
         zp = mid;
       } else {
         scale = (hi - lo) / static_cast<float>(qmax);
+        if (q.n_blocks > 1) scale = half_at_least(scale);
         zp = scale > 0 ? std::clamp(static_cast<int>(std::lround(-lo / scale)), 0, qmax) : mid;
         set_nibble_or_byte(q.zero_points, n * q.zero_point_row_bytes(), b, spec.bits, zp);
       }
+      // Grouped scales are kept at half precision (llama.cpp's Q4_0 does
+      // the same): the kernels stream 2 bytes per group instead of 4, and
+      // the codes are rounded against the scale they will be read with.
+      if (spec.symmetric && q.n_blocks > 1) scale = half_at_least(scale);
       q.scales[static_cast<size_t>(n * q.n_blocks + b)] = scale;
       const float inv = scale > 0 ? 1.f / scale : 0.f;
       const int64_t base = (n * q.n_blocks + b) * q.blob_bytes();

@@ -38,7 +38,8 @@ struct QuantizedWeight {
 
 // Quantizes W [K, N] row-major (MatMul's B). Round to nearest; symmetric
 // schemes use codes 2^(b-1) +- (2^(b-1) - 1), asymmetric ones min..max with
-// zero exactly representable.
+// zero exactly representable. Grouped schemes' scales are fp16 values (held
+// in floats), so the kernels can store them in half the bytes.
 QuantizedWeight quantize(const float* w, int64_t K, int64_t N, const QuantSpec& spec);
 
 // Code and zero point of element (n, k), straight from the stored layout.
