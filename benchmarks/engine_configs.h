@@ -7,7 +7,9 @@
 #include <set>
 #include <string>
 
+#include "base/half.h"
 #include "engine/session.h"
+#include "switchyard/plugin.h"
 
 namespace sy::bench {
 
@@ -33,7 +35,17 @@ inline EngineConfig mode_config(const std::string& model_path, const std::string
 
 // Bytes of the constants a decode step streams, as the kernel that reads them
 // stores them: an embedding Gather reads one row, not the table; the cuBLAS
-// kernels keep fp32 weights as bf16 (half the bytes).
+// kernels keep fp32 weights as bf16 (half the bytes); the quantized kernels
+// keep group scales that are fp16 values (what the quantize pass writes) as
+// halves, though the graph holds them as float32 (MatMulNBits' layout).
+// Whether every value of a float32 tensor is an fp16 value.
+inline bool half_valued(const Tensor& t) {
+  if (t.dtype() != DType::F32) return false;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (half_to_float(float_to_half(t.data<float>()[i])) != t.data<float>()[i]) return false;
+  return true;
+}
+
 inline int64_t weight_bytes_per_token(const Executor& ex) {
   const Graph& g = ex.graph();
   std::set<std::string> half_weight_nodes;
@@ -46,8 +58,10 @@ inline int64_t weight_bytes_per_token(const Executor& ex) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       ValueId v = n.inputs[i];
       if (v == kNoValue || !g.values[static_cast<size_t>(v)].constant || (n.op_type == "Gather" && i == 0)) continue;
-      const int64_t b = static_cast<int64_t>(g.values[static_cast<size_t>(v)].constant->bytes());
-      streamed[v] = std::max(streamed[v], half && i == 1 ? b / 2 : b);
+      const Tensor& c = *g.values[static_cast<size_t>(v)].constant;
+      const int64_t b = static_cast<int64_t>(c.bytes());
+      const bool quantized = n.op_type == SY_OP_QMATMUL || n.op_type == SY_ORT_OP_MATMUL_NBITS;
+      streamed[v] = std::max(streamed[v], (half && i == 1) || (quantized && i == 2 && half_valued(c)) ? b / 2 : b);
     }
   }
   int64_t bytes = 0;

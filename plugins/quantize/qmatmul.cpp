@@ -186,10 +186,40 @@ void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float
   }
 }
 
+bool rounds_activations(const PackedMatrix& w, Isa isa, int64_t M) {
+  isa = usable(w, isa);
+  return isa == Isa::Avx512Vnni || (isa == Isa::Avx2Int8 && M < kGemmMinRows);
+}
+
+namespace {
+
+// The activation rows, zero-padded to Kp and quantized, in per-thread
+// scratch reused across calls (no allocation per step once grown).
+std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const float* x, int64_t M, Isa isa) {
+  thread_local std::vector<float> xpad;
+  thread_local std::vector<QuantizedActivation> qa;
+  xpad.resize(static_cast<size_t>(w.Kp));
+  if (qa.size() < static_cast<size_t>(M)) qa.resize(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    std::copy(x + m * w.K, x + (m + 1) * w.K, xpad.begin());
+    std::fill(xpad.begin() + w.K, xpad.end(), 0.f);
+    if (isa == Isa::Avx512Vnni) quantize_activation(w, xpad.data(), qa[static_cast<size_t>(m)]);
+    else quantize_activation_avx2(w, xpad.data(), qa[static_cast<size_t>(m)]);
+  }
+  return qa;
+}
+
+}  // namespace
+
 void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias, float* y, Isa isa, const ParallelFor& pf) {
   isa = usable(w, isa);
   const int64_t N = w.N, K = w.K;
-  if (M >= kGemmMinRows) {
+  if (M >= kGemmMinRows && isa == Isa::Avx512Vnni) {
+    // Prefill on VNNI: int8 x int8 tiles (4 rows x 4 tokens), every
+    // activation row quantized once; no fp32 copy of the weights.
+    const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa);
+    pf(N, 64, [&](int64_t n0, int64_t n1) { gemm_avx512vnni(w, qa.data(), M, y, n0, n1); });
+  } else if (M >= kGemmMinRows) {
     // Prefill: each 64-row tile is dequantized once and multiplied for all M tokens.
     // The path's own vector width (its int8 activations are for few rows:
     // a tile is dequantized to fp32 whatever the path).

@@ -46,6 +46,11 @@ enum class Isa { Scalar, Avx2, Avx512, Avx2Int8, Avx512Vnni };
 inline constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx2Int8, Isa::Avx512Vnni};
 // The paths that quantize the activation row to int8 (QuantizedActivation).
 inline bool int8_activations(Isa isa) { return isa == Isa::Avx2Int8 || isa == Isa::Avx512Vnni; }
+// Whether a product of M rows on this path (after its geometry fallback)
+// runs on int8 activations: every M on VNNI (its GEMM too), the GEMV's few
+// rows on AVX2; fp32 activations otherwise.
+struct PackedMatrix;
+bool rounds_activations(const PackedMatrix& w, Isa isa, int64_t M);
 
 const char* isa_name(Isa isa);
 std::optional<Isa> parse_isa(const std::string& name);
@@ -122,6 +127,8 @@ struct QuantizedActivation {
 inline bool folds_zero_point(const PackedMatrix& w) { return w.negzp.empty(); }
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
+// Rows [n0, n1) of Y [M, w.N] for M quantized activation rows (prefill).
+void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1);
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
 

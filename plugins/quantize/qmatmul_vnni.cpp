@@ -157,6 +157,116 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
   }
 }
 
+// Prefill: R weight rows times T tokens per tile, one accumulator per pair.
+// The R rows (a few KB) stay in L1 while the token blocks pass; every
+// weight load serves T tokens and every activation load R rows.
+template <int Bits, Groups G, bool Fold, int R, int T, typename S>
+void tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t n) {
+  const int64_t chunks = w.Kp / 64, ldy = w.N;
+  int shift = 0;
+  if constexpr (G == Groups::Pow2)
+    while ((int64_t{64} << shift) < w.group) ++shift;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const uint8_t* row[R];
+  const S* s[R];
+  __m512 acc[R][T];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    row[r] = w.codes.data() + (n + r) * w.row_bytes();
+    if constexpr (std::is_same_v<S, float>) s[r] = w.scales.data() + (n + r) * w.group_stride;
+    else s[r] = w.half_scales.data() + (n + r) * w.group_stride;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < chunks; c += 2) {
+    __m512i wv[R][2];
+    __m512 ws[R][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      if constexpr (Bits == 8) {
+        wv[r][0] = _mm512_loadu_si512(row[r] + c * 64);
+        wv[r][1] = _mm512_loadu_si512(row[r] + c * 64 + 64);
+      } else {
+        const __m512i v = _mm512_loadu_si512(row[r] + c * 32);
+        wv[r][0] = _mm512_and_si512(v, low);
+        wv[r][1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      }
+      if constexpr (G != Groups::PerRow) {
+        ws[r][0] = weight_scales<G, S>(s[r], c, shift);
+        ws[r][1] = weight_scales<G, S>(s[r], c + 1, shift);
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = a[t].q.data() + c * 64;
+      const float* xs = a[t].scale16.data() + c * 16;
+      const __m512i x0 = _mm512_loadu_si512(xq), x1 = _mm512_loadu_si512(xq + 64);
+      const __m512 xs0 = _mm512_loadu_ps(xs), xs1 = _mm512_loadu_ps(xs + 16);
+      __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+      if constexpr (Fold) {
+        z0 = _mm512_loadu_si512(a[t].zero_start.data() + c * 16);
+        z1 = _mm512_loadu_si512(a[t].zero_start.data() + c * 16 + 16);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i d0 = _mm512_dpbusd_epi32(z0, wv[r][0], x0);
+        const __m512i d1 = _mm512_dpbusd_epi32(z1, wv[r][1], x1);
+        __m512 s0 = xs0, s1 = xs1;
+        if constexpr (G != Groups::PerRow) {
+          s0 = _mm512_mul_ps(s0, ws[r][0]);
+          s1 = _mm512_mul_ps(s1, ws[r][1]);
+        }
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc[r][t]);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      float total = hsum512(acc[r][t]);
+      if constexpr (G == Groups::PerRow) total *= scale_value(s[r][0]);
+      if constexpr (!Fold) total += zero_point_term(w, n + r, a[t].group_sum.data());
+      y[t * ldy + n + r] = total;
+    }
+}
+
+// Rows [n0, n1) for all M tokens: 4 x 4 tiles, then the leftover rows and
+// tokens one at a time.
+template <int Bits, Groups G, bool Fold, typename S>
+void tiles(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
+  constexpr int R = 4, T = 4;
+  const int64_t ldy = w.N;
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) {
+    int64_t m = 0;
+    for (; m + T <= M; m += T) tile<Bits, G, Fold, R, T, S>(w, a + m, y + m * ldy, n);
+    for (; m < M; ++m) tile<Bits, G, Fold, R, 1, S>(w, a + m, y + m * ldy, n);
+  }
+  for (; n < n1; ++n) {
+    int64_t m = 0;
+    for (; m + T <= M; m += T) tile<Bits, G, Fold, 1, T, S>(w, a + m, y + m * ldy, n);
+    for (; m < M; ++m) tile<Bits, G, Fold, 1, 1, S>(w, a + m, y + m * ldy, n);
+  }
+}
+
+template <int Bits, Groups G>
+void gemm_for(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
+  const bool fold = folds_zero_point(w), half = !w.half_scales.empty();
+  if (fold && half) tiles<Bits, G, true, uint16_t>(w, a, M, y, n0, n1);
+  else if (fold) tiles<Bits, G, true, float>(w, a, M, y, n0, n1);
+  else if (half) tiles<Bits, G, false, uint16_t>(w, a, M, y, n0, n1);
+  else tiles<Bits, G, false, float>(w, a, M, y, n0, n1);
+}
+
+template <int Bits>
+void gemm_bits(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
+  if (w.n_groups == 1) gemm_for<Bits, Groups::PerRow>(w, a, M, y, n0, n1);
+  else if (w.group == 32) gemm_for<Bits, Groups::Of32>(w, a, M, y, n0, n1);
+  else gemm_for<Bits, Groups::Pow2>(w, a, M, y, n0, n1);
+}
+
 template <int Bits, Groups G, typename S>
 void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   // int4: four rows share each activation load (its rows are half as long
@@ -191,6 +301,11 @@ void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int
 void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   if (w.bits == 8) rows_for<8>(w, a, y, n0, n1);
   else rows_for<4>(w, a, y, n0, n1);
+}
+
+void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
+  if (w.bits == 8) gemm_bits<8>(w, a, M, y, n0, n1);
+  else gemm_bits<4>(w, a, M, y, n0, n1);
 }
 
 }  // namespace sy_quant

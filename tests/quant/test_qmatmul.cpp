@@ -58,7 +58,7 @@ void check(const Case& c, Isa isa, uint32_t seed) {
   auto wd = dequantize(q);
   std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
   qmatmul(p, x.data(), c.M, bias.data(), y.data(), isa, two_threads);
-  const bool rounded = int8_activations(isa) && p.supports(isa) && c.M < 16;  // the GEMV path
+  const bool rounded = rounds_activations(p, isa, c.M);
   double worst = 0;
   for (int64_t m = 0; m < c.M; ++m) {
     const float* xm = x.data() + m * c.K;
