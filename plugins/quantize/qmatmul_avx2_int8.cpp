@@ -16,18 +16,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "avx2_common.h"
+#include "int8_dispatch.h"
 #include "qmatmul.h"
 
 namespace sy_quant {
 
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
 
 inline int hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -42,8 +37,6 @@ inline float hmax(__m256 v) {
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
   return _mm_cvtss_f32(m);
 }
-
-enum class Groups { PerRow, Of32, Pow2 };
 
 // dot(codes, q) of one 32-element block, 8 partial sums in s32.
 template <int Bits>
@@ -60,16 +53,6 @@ inline __m256i block_dot(__m256i codes, __m256i q) {
 
 // One row at a time, one sequential stream (int8; int4 with asymmetric
 // weights). Four accumulators, one per 32-block of a 128-code chunk.
-// Group scales are read as floats or as halves (PackedMatrix::half_scales).
-inline float scale_value(float s) { return s; }
-inline float scale_value(uint16_t s) { return _cvtsh_ss(s); }
-
-template <typename S>
-const S* scales_of(const PackedMatrix& w) {
-  if constexpr (std::is_same_v<S, float>) return w.scales.data();
-  else return w.half_scales.data();
-}
-
 template <int Bits, Groups G, typename S>
 void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   const int64_t chunks = w.Kp / 128;  // four 32-blocks each
@@ -199,19 +182,6 @@ void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t
   else rows_single<Bits, G, S>(w, a, y, n0, n1);
 }
 
-template <int Bits, Groups G>
-void rows_scaled(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.half_scales.empty()) rows<Bits, G, float>(w, a, y, n0, n1);
-  else rows<Bits, G, uint16_t>(w, a, y, n0, n1);
-}
-
-template <int Bits>
-void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.n_groups == 1) rows<Bits, Groups::PerRow, float>(w, a, y, n0, n1);
-  else if (w.group == 32) rows_scaled<Bits, Groups::Of32>(w, a, y, n0, n1);
-  else rows_scaled<Bits, Groups::Pow2>(w, a, y, n0, n1);
-}
-
 }  // namespace
 
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a) {
@@ -258,8 +228,10 @@ void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedAc
 }
 
 void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.bits == 8) rows_for<8>(w, a, y, n0, n1);
-  else rows_for<4>(w, a, y, n0, n1);
+  dispatch_groups(w, [&]<Groups G, typename S>() {
+    if (w.bits == 8) rows<8, G, S>(w, a, y, n0, n1);
+    else rows<4, G, S>(w, a, y, n0, n1);
+  });
 }
 
 }  // namespace sy_quant

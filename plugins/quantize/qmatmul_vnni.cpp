@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "avx512_common.h"
+#include "int8_dispatch.h"
 
 #ifndef SY_QUANT_PREFETCH
 #define SY_QUANT_PREFETCH 4096
@@ -48,7 +49,6 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
 
 namespace {
 
-enum class Groups { PerRow, Of32, Pow2 };
 
 // Sum of 16 lanes (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized
 // inside its header when inlined here).
@@ -61,10 +61,6 @@ inline float hsum512(__m512 v) {
   return _mm_cvtss_f32(q);
 }
 
-
-// Group scales are read as floats or as halves (PackedMatrix::half_scales).
-inline float scale_value(float s) { return s; }
-inline float scale_value(uint16_t s) { return _cvtsh_ss(s); }
 
 // The weight-scale vector of 64-element chunk c: lanes 0-7 belong to the
 // chunk's first 32-block, lanes 8-15 to its second.
@@ -107,8 +103,7 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     row[r] = w.codes.data() + (n + r) * w.row_bytes();
-    if constexpr (std::is_same_v<S, float>) s[r] = w.scales.data() + (n + r) * w.group_stride;
-    else s[r] = w.half_scales.data() + (n + r) * w.group_stride;
+    s[r] = scales_of<S>(w) + (n + r) * w.group_stride;
     acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   }
   // The R rows are R short streams the hardware prefetcher barely follows.
@@ -173,8 +168,7 @@ void tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     row[r] = w.codes.data() + (n + r) * w.row_bytes();
-    if constexpr (std::is_same_v<S, float>) s[r] = w.scales.data() + (n + r) * w.group_stride;
-    else s[r] = w.half_scales.data() + (n + r) * w.group_stride;
+    s[r] = scales_of<S>(w) + (n + r) * w.group_stride;
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
@@ -251,22 +245,6 @@ void tiles(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float
   }
 }
 
-template <int Bits, Groups G>
-void gemm_for(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
-  const bool fold = folds_zero_point(w), half = !w.half_scales.empty();
-  if (fold && half) tiles<Bits, G, true, uint16_t>(w, a, M, y, n0, n1);
-  else if (fold) tiles<Bits, G, true, float>(w, a, M, y, n0, n1);
-  else if (half) tiles<Bits, G, false, uint16_t>(w, a, M, y, n0, n1);
-  else tiles<Bits, G, false, float>(w, a, M, y, n0, n1);
-}
-
-template <int Bits>
-void gemm_bits(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
-  if (w.n_groups == 1) gemm_for<Bits, Groups::PerRow>(w, a, M, y, n0, n1);
-  else if (w.group == 32) gemm_for<Bits, Groups::Of32>(w, a, M, y, n0, n1);
-  else gemm_for<Bits, Groups::Pow2>(w, a, M, y, n0, n1);
-}
-
 template <int Bits, Groups G, typename S>
 void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   // int4: four rows share each activation load (its rows are half as long
@@ -283,29 +261,23 @@ void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t
   }
 }
 
-template <int Bits, Groups G>
-void rows_scaled(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.half_scales.empty()) rows<Bits, G, float>(w, a, y, n0, n1);
-  else rows<Bits, G, uint16_t>(w, a, y, n0, n1);
-}
-
-template <int Bits>
-void rows_for(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.n_groups == 1) rows<Bits, Groups::PerRow, float>(w, a, y, n0, n1);
-  else if (w.group == 32) rows_scaled<Bits, Groups::Of32>(w, a, y, n0, n1);
-  else rows_scaled<Bits, Groups::Pow2>(w, a, y, n0, n1);
-}
-
 }  // namespace
 
 void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (w.bits == 8) rows_for<8>(w, a, y, n0, n1);
-  else rows_for<4>(w, a, y, n0, n1);
+  dispatch_groups(w, [&]<Groups G, typename S>() {
+    if (w.bits == 8) rows<8, G, S>(w, a, y, n0, n1);
+    else rows<4, G, S>(w, a, y, n0, n1);
+  });
 }
 
 void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
-  if (w.bits == 8) gemm_bits<8>(w, a, M, y, n0, n1);
-  else gemm_bits<4>(w, a, M, y, n0, n1);
+  const bool fold = folds_zero_point(w);
+  dispatch_groups(w, [&]<Groups G, typename S>() {
+    if (w.bits == 8 && fold) tiles<8, G, true, S>(w, a, M, y, n0, n1);
+    else if (w.bits == 8) tiles<8, G, false, S>(w, a, M, y, n0, n1);
+    else if (fold) tiles<4, G, true, S>(w, a, M, y, n0, n1);
+    else tiles<4, G, false, S>(w, a, M, y, n0, n1);
+  });
 }
 
 }  // namespace sy_quant
