@@ -3,6 +3,7 @@
 #include "device/device_registry.h"
 #include "switchyard/plugin.h"
 
+#include <exception>
 #include <filesystem>
 #include <sstream>
 
@@ -31,8 +32,32 @@ void check_providers(const KernelPolicy& policy, const KernelRegistry& kernels, 
 
 }  // namespace
 
-// Session::create reads as its stages; each stage is one member below.
 std::unique_ptr<Session> Session::create(const EngineConfig& config) {
+  if (!config.unfused_fallback || (config.passes.empty() && !config.cache)) return create_exactly(config);
+  try {
+    return create_exactly(config);
+  } catch (const Error& e) {
+    // The graph as exported; if even that fails, the first error is the one
+    // that names the problem.
+    const std::exception_ptr first = std::current_exception();
+    EngineConfig plain = config;
+    plain.passes.clear();
+    plain.cache.reset();
+    plain.scheduler.reset();
+    plain.drafter.reset();
+    std::unique_ptr<Session> s;
+    try {
+      s = create_exactly(plain);
+    } catch (const std::exception&) {
+      std::rethrow_exception(first);
+    }
+    s->fallback_reason_ = e.what();
+    return s;
+  }
+}
+
+// Session::create_exactly reads as its stages; each stage is one member below.
+std::unique_ptr<Session> Session::create_exactly(const EngineConfig& config) {
   std::unique_ptr<Session> s(new Session());
   s->config_ = config;
   SY_CHECK(!config.model.empty(), (config.manifest_path.empty() ? std::string("no model given")

@@ -24,6 +24,8 @@ class Session {
  public:
   // Throws naming the manifest line for unknown components, bad options,
   // unknown kernel providers; plugin and model errors name their files.
+  // With config.unfused_fallback, a configuration that cannot take the
+  // model is replaced by the graph as exported (see fallback_reason).
   static std::unique_ptr<Session> create(const EngineConfig& config);
   ~Session();
 
@@ -43,6 +45,9 @@ class Session {
   const PluginHost& plugins() const { return *plugins_; }
   const EngineConfig& config() const { return config_; }
   const PreparedGraphReport& report() const { return report_; }
+  // Why the configuration's passes or cache manager were dropped for the
+  // graph as exported ("" when they were not).
+  const std::string& fallback_reason() const { return fallback_reason_; }
   // The step engine's KV-cache manager (null in baseline mode).
   PluginCacheManager* cache_manager() const { return cache_manager_.get(); }
   const std::vector<SelectedComponent>& passes() const { return passes_; }
@@ -52,6 +57,7 @@ class Session {
 
  private:
   Session() = default;
+  static std::unique_ptr<Session> create_exactly(const EngineConfig& config);
   // The stages of create, in order.
   void load_plugins();
   void select_components();
@@ -65,6 +71,7 @@ class Session {
   // Declaration order is destruction order reversed: the model (holding
   // plugin kernel instances) goes first, the libraries after it.
   EngineConfig config_;
+  std::string fallback_reason_;
   std::unique_ptr<ThreadPool> threads_;
   std::shared_ptr<DeviceBackend> device_;
   std::unique_ptr<HostContext> host_;  // what plugin calls run with: threads_ and device_

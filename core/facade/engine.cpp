@@ -96,6 +96,7 @@ const std::string& Engine::model_path() const { return impl_->session->config().
 const std::string& Engine::manifest_path() const { return impl_->session->config().manifest_path; }
 const std::string& Engine::profile() const { return impl_->session->config().profile; }
 const std::string& Engine::tokenizer_path() const { return impl_->session->config().tokenizer; }
+const std::string& Engine::fallback_reason() const { return impl_->session->fallback_reason(); }
 int64_t Engine::vocab_size() const { return impl_->session->model().vocab_size(); }
 SamplingDefaults Engine::recommended_sampling() const { return model_sampling_defaults(model_path()); }
 
@@ -171,6 +172,7 @@ nlohmann::json Engine::describe() const {
   j["cache"] = component_json(session.cache());
   j["drafter"] = component_json(session.drafter());
   j["step_engine"] = session.step_engine() != nullptr;
+  if (!session.fallback_reason().empty()) j["fallback"] = session.fallback_reason();
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& [stage, counts] : rep.op_counts_after) stages.push_back({{"stage", stage}, {"op_counts", counts}});
   j["op_counts"] = stages;

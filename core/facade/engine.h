@@ -76,6 +76,9 @@ class Engine {
   const std::string& manifest_path() const;  // "" without a manifest
   const std::string& profile() const;
   const std::string& tokenizer_path() const;  // the manifest's 'tokenizer:' ("" : none)
+  // Why the top level's passes or cache manager were dropped for the graph
+  // as exported (the manifest's `unfused_fallback`); "" when they were not.
+  const std::string& fallback_reason() const;
   int64_t vocab_size() const;
   // The sampling the model folder recommends (generation_config.json).
   SamplingDefaults recommended_sampling() const;

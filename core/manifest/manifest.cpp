@@ -256,6 +256,7 @@ Manifest Manifest::parse_unchecked(const std::string& text, const std::string& p
   Ctx c{impl->path, impl->dir};
   std::set<std::string> top = kSectionKeys;
   top.insert("profiles");
+  top.insert("unfused_fallback");  // the top level's own: not a profile setting
   check_keys(c, impl->root, top, "");
   if (const auto& p = impl->root["profiles"]) {
     SY_CHECK(p.IsMap(), c.at(p, "profiles") << ": expected a map of profile name: settings");
@@ -298,6 +299,8 @@ EngineConfig Manifest::resolve(const std::string& profile) const {
   cfg.manifest_path = impl_->path;
   cfg.profile = profile;
   apply(c, impl_->root, cfg, "");
+  if (profile.empty())
+    if (const auto& n = impl_->root["unfused_fallback"]) cfg.unfused_fallback = boolean(c, n, "unfused_fallback");
   if (!profile.empty()) {
     const YAML::Node p = impl_->root["profiles"] ? impl_->root["profiles"][profile] : YAML::Node();
     if (!p) {

@@ -69,6 +69,12 @@ struct EngineConfig {
   int max_batch_tokens = 512;  // step engine: tokens per forward pass
   int max_seqs = 64;           // step engine: sequences per forward pass
   bool simplify = true;
+  // The top level's `unfused_fallback: true`: when its passes or cache
+  // manager cannot take the model (a pass refuses it, attention does not
+  // fuse), the session runs the graph as exported instead (no passes, no
+  // cache manager) and says why (Session::fallback_reason). The default
+  // manifest's: the fastest exact mode where the model allows it.
+  bool unfused_fallback = false;
   ResourceLimits limits;
 };
 

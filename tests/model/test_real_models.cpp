@@ -206,6 +206,28 @@ TEST(RealModels, FusionOfAGraphThatReadsPositionsFromThePastIsRefusedByTheProbe)
   EXPECT_HAS(msg, "still reads the shape of 'past_key_values.");
 }
 
+// The default manifest's top level (commands with --model and no profile):
+// the step engine where attention fuses, the graph as exported, with the
+// reason kept, where it does not; greedy tokens equal the baseline's.
+TEST(RealModels, TheDefaultTopLevelRunsFusedOrFallsBackToTheGraphAsExported) {
+  for (const char* m : {"llama3-torchscript", "gemma2-optimum", "llama3-alibi"}) {
+    const bool refused = step_engine_refuses(m);
+    auto s = Session::create(default_config(m, ""));
+    EXPECT_EQ(s->step_engine() == nullptr, refused) << m;
+    if (refused) {
+      EXPECT_NE(s->fallback_reason(), "") << m;
+    } else {
+      EXPECT_EQ(s->fallback_reason(), "") << m;
+    }
+    auto base = Session::create(default_config(m, "baseline"));
+    EXPECT_EQ(base->step_engine(), nullptr) << m;
+    const std::vector<int> prompt = {1, 5, 9, 13, 17, 21};
+    EXPECT_EQ(s->generate({greedy(prompt, 12)})[0].tokens, base->generate({greedy(prompt, 12)})[0].tokens) << m;
+  }
+  // Without unfused_fallback (any profile) the refusal is the error.
+  EXPECT_HAS(test::error_of([] { Session::create(default_config("gemma2-optimum", "paged")); }), "refused");
+}
+
 TEST(RealModels, EveryFamilyAndExportStyleIsPresent) {
   // The generator's matrix: seven families, four export styles (the model
   // builder does not support GPT-2 and GPT-NeoX).

@@ -49,6 +49,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   req.stop_at_eos = !ignore_eos;
 
   auto engine = Engine::open(mf.options());
+  if (!engine->fallback_reason().empty() && !json)
+    std::fprintf(stderr, "[%s; running the graph as exported]\n", engine->fallback_reason().c_str());
   const std::string& model = engine->model_path();
   const std::string& manifest_tokenizer = engine->tokenizer_path();
   // Options left at their defaults take the model's recommended sampling.

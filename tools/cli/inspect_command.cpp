@@ -65,6 +65,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::printf("  %s (%s)%s%s\n", str(sp["name"]).c_str(), str(sp["provider"]).c_str(), options.empty() ? "" : " ", options.c_str());
   }
   const bool stepped = j["step_engine"].get<bool>();
+  if (j.contains("fallback")) std::printf("fallback   %s; running the graph as exported\n", str(j["fallback"]).c_str());
   const std::map<std::string, std::string> defaults = {
       {"scheduler", stepped ? "built-in FCFS with chunked prefill (step engine)" : "static batch (baseline mode)"},
       {"cache", "none (baseline mode: past/present KV tensors of the graph)"},
