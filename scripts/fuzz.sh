@@ -22,21 +22,35 @@ declare -A CORPUS=([fuzz_onnx_import]=onnx [fuzz_manifest]=manifest [fuzz_tokeni
 declare -A EXTRA=([fuzz_manifest]="-dict=tests/fuzz/manifest.dict" [fuzz_request]="-dict=tests/fuzz/request.dict"
                   [fuzz_onnx_import]="-max_len=65536" [fuzz_tokenizer]="-max_len=4096" [fuzz_hf_tokenizer]="-max_len=8192"
                   [fuzz_chat_template]="-max_len=8192 -dict=tests/fuzz/jinja.dict")
-status=0
 TARGETS=${FUZZ_TARGETS:-fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template}
-for t in $TARGETS; do
-  work="$BUILD/corpus/$t"
+# One fuzzer per core at a time: each gets its full time, the stage half the wall time.
+run_one() {
+  local t=$1 work="$BUILD/corpus/$1"
   mkdir -p "$work"
   # ASAN: leaks fail the run; UBSan: any report is fatal.
   if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       "$BUILD/tests/fuzz/$t" "$work" "tests/fuzz/corpus/${CORPUS[$t]}" ${EXTRA[$t]} "${LIMIT[@]}" -rss_limit_mb=2048 \
       -malloc_limit_mb=1024 -timeout=10 -artifact_prefix="$BUILD/artifacts/$t-" -print_final_stats=1 > "$BUILD/$t.log" 2>&1; then
-    echo "FAIL $t (see $BUILD/$t.log and $BUILD/artifacts/)"
+    echo "FAIL $t (see $BUILD/$t.log and $BUILD/artifacts/)" > "$BUILD/$t.status"
+    return
+  fi
+  echo ok > "$BUILD/$t.status"
+}
+for t in $TARGETS; do
+  rm -f "$BUILD/$t.status"
+  run_one "$t" &
+  while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-2}" ]; do wait -n || true; done
+done
+wait
+status=0
+for t in $TARGETS; do
+  if [ "$(cat "$BUILD/$t.status" 2>/dev/null)" != ok ]; then
+    cat "$BUILD/$t.status" 2>/dev/null || echo "FAIL $t (no status)"
     tail -n 40 "$BUILD/$t.log"
     status=1
   fi
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$BUILD/$t.log" | grep -o '[0-9]*$' || echo '?')
-  corpus=$(ls "$work" | wc -l)
+  corpus=$(ls "$BUILD/corpus/$t" | wc -l)
   echo "$t: $runs executions, corpus $corpus files"
 done
 exit $status

@@ -13,6 +13,10 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSWITCHYARD_T
 cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening test_plugin_faults test_core test_c_api switchyard switchyard_attention \
   switchyard_cache switchyard_scheduler switchyard_speculative sy_test_fault
 cd "$BUILD"
-# halt_on_error: the first race fails the test that hit it.
+# halt_on_error: the first race fails the test that hit it. The two
+# statistical speculative tests (thousands of sampled sequences through the
+# same engine code the other Speculative tests run) take four minutes under
+# TSan and add no threading the others lack; they run in the ASan stage.
 SWITCHYARD_TSAN=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|FaultInjection|PluginFaults\\.|Limits|CacheManager|ThreadPool|CApi|openai_server"
+  ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|FaultInjection|PluginFaults\\.|Limits|CacheManager|ThreadPool|CApi|openai_server" \
+  -E "Speculative\\.SamplingPreservesTheTargetDistribution|Speculative\\.PluginDrafterThatSamples"

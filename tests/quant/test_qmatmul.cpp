@@ -97,7 +97,7 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
     for (bool sym : {true, false})
       for (int64_t group : {int64_t{0}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}}) {
         if (bits == 4 && group == 0) continue;
-        for (int64_t M : {1, 2, 3, 5, 17})
+        for (int64_t M : {1, 2, 5, 17})
           for (auto [K, N] : {std::pair<int64_t, int64_t>{64, 64}, {172, 64}, {64, 172}, {1, 3}, {33, 7}, {300, 129}, {512, 96}})
             cases.push_back({M, K, N, group, bits, sym, M == 2});
       }
