@@ -242,20 +242,19 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     // Per-thread scratch, reused across calls: no allocation per decode step
     // once the buffers have grown to the largest matrix. Bound to local
     // references: a lambda run on a worker names the worker's own copies.
+    const bool int8 = int8_activations(isa);
     thread_local std::vector<float> xpad_storage, xsum_storage;
-    thread_local std::vector<QuantizedActivation> qa_storage;
     std::vector<float>& xpad = xpad_storage;
     std::vector<float>& xsum = xsum_storage;
-    std::vector<QuantizedActivation>& qa = qa_storage;
-    xpad.assign(static_cast<size_t>(M * w.Kp), 0.f);
-    xsum.resize(static_cast<size_t>(M * w.n_groups));
-    if (qa.size() < static_cast<size_t>(M)) qa.resize(static_cast<size_t>(M));
-    for (int64_t m = 0; m < M; ++m) {
-      float* xm = xpad.data() + m * w.Kp;
-      std::copy(x + m * K, x + (m + 1) * K, xm);
-      if (isa == Isa::Avx512Vnni) quantize_activation(w, xm, qa[static_cast<size_t>(m)]);
-      else if (isa == Isa::Avx2Int8) quantize_activation_avx2(w, xm, qa[static_cast<size_t>(m)]);
-      else group_sums(w, xm, xsum.data() + m * w.n_groups);
+    const std::vector<QuantizedActivation>* qa = int8 ? &quantized_rows(w, x, M, isa) : nullptr;
+    if (!int8) {  // fp32 activations: zero-padded rows and their group sums
+      xpad.assign(static_cast<size_t>(M * w.Kp), 0.f);
+      xsum.resize(static_cast<size_t>(M * w.n_groups));
+      for (int64_t m = 0; m < M; ++m) {
+        float* xm = xpad.data() + m * w.Kp;
+        std::copy(x + m * K, x + (m + 1) * K, xm);
+        group_sums(w, xm, xsum.data() + m * w.n_groups);
+      }
     }
     auto* gemv = isa == Isa::Avx512 ? gemv_avx512 : isa == Isa::Avx2 ? gemv_avx2 : gemv_scalar;
     // Rows per work item: enough to amortise the dispatch, small enough to balance.
@@ -265,8 +264,8 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
       for (int64_t b = n0; b < n1; b += kRowBlock) {
         const int64_t e = std::min(n1, b + kRowBlock);
         for (int64_t m = 0; m < M; ++m) {
-          if (isa == Isa::Avx512Vnni) gemv_avx512vnni(w, qa[static_cast<size_t>(m)], y + m * N, b, e);
-          else if (isa == Isa::Avx2Int8) gemv_avx2_int8(w, qa[static_cast<size_t>(m)], y + m * N, b, e);
+          if (isa == Isa::Avx512Vnni) gemv_avx512vnni(w, (*qa)[static_cast<size_t>(m)], y + m * N, b, e);
+          else if (isa == Isa::Avx2Int8) gemv_avx2_int8(w, (*qa)[static_cast<size_t>(m)], y + m * N, b, e);
           else gemv(w, xpad.data() + m * w.Kp, xsum.data() + m * w.n_groups, y + m * N, b, e);
         }
       }

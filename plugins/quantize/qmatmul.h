@@ -125,6 +125,15 @@ struct QuantizedActivation {
 };
 // Whether the kernels fold the zero point into the dot products (above).
 inline bool folds_zero_point(const PackedMatrix& w) { return w.negzp.empty(); }
+// Sizes a's arrays for w (group sums zeroed); returns the 32-blocks per group.
+inline int64_t size_activation(const PackedMatrix& w, QuantizedActivation& a) {
+  const int64_t blocks = w.Kp / 32;
+  a.q.resize(static_cast<size_t>(w.Kp));
+  a.scale16.resize(static_cast<size_t>(blocks / 2 * 16));
+  a.group_sum.assign(static_cast<size_t>(w.n_groups), 0.f);
+  a.zero_start.clear();
+  return w.n_groups == 1 ? blocks : w.group / 32;
+}
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
 // Rows [n0, n1) of Y [M, w.N] for M quantized activation rows (prefill).

@@ -185,11 +185,7 @@ void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t
 }  // namespace
 
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a) {
-  const int64_t blocks = w.Kp / 32;
-  a.q.resize(static_cast<size_t>(w.Kp));
-  a.scale16.resize(static_cast<size_t>(blocks / 2 * 16));
-  a.group_sum.assign(static_cast<size_t>(w.n_groups), 0.f);
-  const int64_t blocks_per_group = w.n_groups == 1 ? blocks : w.group / 32;
+  const int64_t blocks = w.Kp / 32, blocks_per_group = size_activation(w, a);
   const __m256 sign = _mm256_set1_ps(-0.f);
   // packs_epi32 / packs_epi16 interleave the 128-bit lanes; this puts the
   // 32 bytes back in order.
@@ -213,7 +209,6 @@ void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedAc
     std::fill_n(a.scale16.data() + (b / 2) * 16 + (b % 2) * 8, 8, scale);
     a.group_sum[static_cast<size_t>(std::min(b / blocks_per_group, w.n_groups - 1))] += scale * static_cast<float>(sum);
   }
-  a.zero_start.clear();
   if (folds_zero_point(w)) {
     // Sums of 4 consecutive q (vpmaddubsw with ones, then vpmaddwd), times -z.
     a.zero_start.resize(static_cast<size_t>(w.Kp / 4));

@@ -10,17 +10,10 @@
 #include "avx512_common.h"
 #include "int8_dispatch.h"
 
-#ifndef SY_QUANT_PREFETCH
-#define SY_QUANT_PREFETCH 4096
-#endif
 namespace sy_quant {
 
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a) {
-  const int64_t blocks = w.Kp / 32;
-  a.q.resize(static_cast<size_t>(w.Kp));
-  a.scale16.resize(static_cast<size_t>(blocks / 2 * 16));
-  a.group_sum.assign(static_cast<size_t>(w.n_groups), 0.f);
-  const int64_t blocks_per_group = w.n_groups == 1 ? blocks : w.group / 32;
+  const int64_t blocks = w.Kp / 32, blocks_per_group = size_activation(w, a);
   for (int64_t b = 0; b < blocks; ++b) {
     const float* xb = x + b * 32;
     __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
@@ -35,7 +28,6 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
     std::fill_n(a.scale16.data() + (b / 2) * 16 + (b % 2) * 8, 8, scale);
     a.group_sum[static_cast<size_t>(std::min(b / blocks_per_group, w.n_groups - 1))] += scale * static_cast<float>(sum);
   }
-  a.zero_start.clear();
   if (folds_zero_point(w)) {
     // Sums of 4 consecutive q (vpdpbusd with ones), times -z.
     a.zero_start.resize(static_cast<size_t>(w.Kp / 4));
@@ -108,9 +100,9 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
   }
   // The R rows are R short streams the hardware prefetcher barely follows.
   // Rows are contiguous, so the blocks that follow are one stream: it is
-  // prefetched kAhead bytes ahead, at the rate this block is read.
+  // prefetched 4 KB ahead, at the rate this block is read.
   constexpr int64_t kStep = R * (Bits == 8 ? 128 : 64);
-  const char* ahead = reinterpret_cast<const char*>(row[0]) + SY_QUANT_PREFETCH;
+  const char* ahead = reinterpret_cast<const char*>(row[0]) + 4096;
   for (int64_t c = 0; c < chunks; c += 2) {
     if constexpr (R > 1)
       for (int64_t line = 0; line < kStep; line += 64) _mm_prefetch(ahead + (c / 2) * kStep + line, _MM_HINT_T0);
