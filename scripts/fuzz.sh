@@ -12,7 +12,7 @@ if [[ "${1:-}" == "--runs" ]]; then LIMIT=(-runs="$2"); fi
 BUILD=build-fuzz
 CXX=${FUZZ_CXX:-clang++-14}
 CC=${FUZZ_CC:-clang-14}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
   -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_BUILD_TESTS=OFF -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_WERROR=ON \
   -DSWITCHYARD_CUDA=OFF > /dev/null
 cmake --build "$BUILD" -j"${JOBS:-2}" --target fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template

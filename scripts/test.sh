@@ -10,11 +10,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --tests
 BUILD=${BUILD_DIR:-build-ci}
+# -O1 -g1 (line tables): what the sanitizers need for exact stack traces, and
+# less than half the compile time of -O2 -g on the 2-core CI machine.
+SANITIZER_FLAGS="-O1 -g1 -DNDEBUG"
+stage() { echo "== CI stage: $1 (at ${SECONDS} s)"; }
+stage "ASan + UBSan build"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" \
   -DSWITCHYARD_SANITIZE=ON -DSWITCHYARD_WERROR=ON -DSWITCHYARD_BUILD_BENCHMARKS=ON \
   -DPython3_EXECUTABLE="$(command -v python3)"
 cmake --build "$BUILD" -j2
+stage "ASan + UBSan tests"
 (cd "$BUILD" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j2)
+stage "ThreadSanitizer"
 scripts/tsan.sh
+stage "fuzzers"
 scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+stage "done"

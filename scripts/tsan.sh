@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TSAN_BUILD_DIR:-build-tsan}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSWITCHYARD_TSAN=ON -DSWITCHYARD_WERROR=ON \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DSWITCHYARD_TSAN=ON -DSWITCHYARD_WERROR=ON \
   -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_CUDA=OFF -DPython3_EXECUTABLE="$(command -v python3)" > /dev/null
 cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening test_plugin_faults test_core test_c_api switchyard switchyard_attention \
   switchyard_cache switchyard_scheduler switchyard_speculative sy_test_fault
