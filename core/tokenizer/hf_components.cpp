@@ -322,6 +322,11 @@ struct DecSequence : Decoder {
   void decode(std::vector<std::string>& t) const override {
     for (const auto& p : parts) p->decode(t);
   }
+  std::string token_bytes(const std::string& token) const override {
+    std::string t = token;
+    for (const auto& p : parts) t = p->token_bytes(t);
+    return t;
+  }
 };
 struct ByteLevelDec : Decoder {
   void decode(std::vector<std::string>& tokens) const override {
@@ -340,6 +345,15 @@ struct ByteLevelDec : Decoder {
       bytes += all ? mine : t;  // a token outside the alphabet (an added token) as it is
     }
     tokens.assign(1, u::valid_utf8(bytes));
+  }
+  std::string token_bytes(const std::string& token) const override {
+    std::string mine;
+    for (const auto& [cp, at] : u::code_points(token)) {
+      const int b = unicode_to_byte(cp);
+      if (b < 0) return token;
+      mine += static_cast<char>(b);
+    }
+    return mine;
   }
 };
 struct MetaspaceDec : Decoder {
@@ -360,6 +374,11 @@ struct MetaspaceDec : Decoder {
       if (i == 0 && prepend && !out.empty() && out[0] == ' ') out.erase(0, 1);
       tokens[i] = std::move(out);
     }
+  }
+  std::string token_bytes(const std::string& token) const override {
+    std::vector<std::string> t{"", token};  // not the first token: no prepend rule
+    decode(t);
+    return t[1];
   }
 };
 struct ReplaceDec : Decoder {
@@ -399,6 +418,13 @@ struct ByteFallbackDec : Decoder {
     flush();
     tokens = std::move(out);
   }
+  std::string token_bytes(const std::string& t) const override {
+    unsigned v = 0;
+    if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+        std::isxdigit(static_cast<unsigned char>(t[4])) && std::sscanf(t.c_str() + 3, "%2x", &v) == 1)
+      return std::string(1, static_cast<char>(v));
+    return t;
+  }
 };
 struct FuseDec : Decoder {
   void decode(std::vector<std::string>& tokens) const override {
@@ -421,10 +447,15 @@ struct StripDec : Decoder {
       t = t.substr(from, to - from);
     }
   }
+  // Strips the text's edges (after Fuse: the first token's space), not a token's.
+  std::string token_bytes(const std::string& token) const override { return token; }
 };
 struct WordPieceDec : Decoder {
   std::string prefix;
   bool cleanup;
+  std::string token_bytes(const std::string& token) const override {
+    return token.rfind(prefix, 0) == 0 ? token.substr(prefix.size()) : " " + token;
+  }
   void decode(std::vector<std::string>& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& t = tokens[i];
@@ -443,6 +474,14 @@ struct WordPieceDec : Decoder {
 };
 
 }  // namespace
+
+std::string Decoder::token_bytes(const std::string& token) const {
+  std::vector<std::string> t{token};
+  decode(t);
+  std::string out;
+  for (const auto& part : t) out += part;
+  return out;
+}
 
 // ------------------------------------------------------------------ factories
 

@@ -55,6 +55,10 @@ struct Decoder {
   virtual ~Decoder() = default;
   // Rewrites the token strings in place (they are concatenated afterwards).
   virtual void decode(std::vector<std::string>& tokens) const = 0;
+  // One token's raw bytes in the middle of a text (Tokenizer::token_bytes):
+  // the stage's per-token rewrite, without edge rules or UTF-8 repair.
+  // By default, decode() of the token alone.
+  virtual std::string token_bytes(const std::string& token) const;
 };
 
 // Each throws sy::Error naming `where` for an unknown or malformed part.

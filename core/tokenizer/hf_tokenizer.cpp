@@ -241,4 +241,12 @@ bool HfTokenizer::is_special(int id) const {
   return it != added_by_id_.end() && added_[it->second].special;
 }
 
+std::string HfTokenizer::token_bytes(int id) const {
+  auto it = added_by_id_.find(id);
+  if (it != added_by_id_.end()) return added_[it->second].special ? "" : added_[it->second].content;
+  std::string t = model_->token(id);
+  if (t.empty() || !decoder_) return t;
+  return decoder_->token_bytes(t);
+}
+
 }  // namespace sy

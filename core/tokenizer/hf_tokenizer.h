@@ -26,6 +26,7 @@ class HfTokenizer : public Tokenizer {
   std::optional<int> token_id(const std::string& token) const override;
   std::string token(int id) const override;
   bool is_special(int id) const override;
+  std::string token_bytes(int id) const override;
   std::string kind() const override { return "tokenizer.json (" + model_->name() + ")"; }
 
  private:

@@ -35,6 +35,11 @@ class Llama2cAdapter : public Tokenizer {
   }
   std::string token(int id) const override { return id >= 0 && id < t_.vocab_size() ? t_.piece(id) : ""; }
   bool is_special(int id) const override { return id >= 0 && id <= Llama2cTokenizer::kEos; }
+  // The piece as decoded after any token but BOS (its leading space kept).
+  std::string token_bytes(int id) const override {
+    if (id < 0 || id >= t_.vocab_size() || is_special(id)) return "";
+    return t_.decode_piece(Llama2cTokenizer::kEos, id);
+  }
   std::string kind() const override { return "llama2.c"; }
 
  private:

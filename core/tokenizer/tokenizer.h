@@ -22,6 +22,13 @@ class Tokenizer {
   virtual std::optional<int> token_id(const std::string& token) const = 0;
   virtual std::string token(int id) const = 0;  // the vocabulary's string for id ("" if none)
   virtual bool is_special(int id) const = 0;
+  // The bytes id adds to the text inside a sequence, as the decoder makes
+  // them (byte-level alphabet undone, byte-fallback tokens as their byte, the
+  // SentencePiece space marker as a space), without the rules that apply at
+  // the text's edges (the first token's leading space) and without repairing
+  // partial UTF-8: what a structured-output processor matches text against.
+  // "" for special tokens and ids outside the vocabulary.
+  virtual std::string token_bytes(int id) const = 0;
   virtual std::string kind() const = 0;         // "tokenizer.json (BPE)", "llama2.c", ...
 };
 

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -8,6 +10,7 @@
 #include "base/error.h"
 #include "test_support.h"
 #include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace sy {
 namespace {
@@ -129,6 +132,35 @@ TEST(Tokenizer, AMegabytePromptEncodesInLinearishTime) {
   EXPECT_GT(ids.size(), 100000u);
   EXPECT_LT(s, 10.0) << "1 MiB took " << s << " s (run.c's rescan needs hours)";
   EXPECT_EQ(t.decode(std::vector<int>(ids.begin() + 1, ids.end())), text);
+}
+
+// Structured output matches text against each token's bytes
+// (Tokenizer::token_bytes): the bytes of a text's tokens, in order, must be
+// the text, for every tokenizer family the real exports bring (byte-level
+// BPE, SentencePiece with byte fallback, llama2.c), up to the space a
+// SentencePiece tokenizer puts before the first word.
+TEST(Tokenizer, TokenBytesOfATextsTokensAreTheText) {
+  std::vector<std::string> files = {test::model_path("tok512.bin")};
+  for (const auto& e : std::filesystem::directory_iterator(test::source_dir() + "/tests/models/real"))
+    if (std::filesystem::exists(e.path() / "tokenizer.json")) files.push_back((e.path() / "tokenizer.json").string());
+  std::sort(files.begin(), files.end());
+  const std::vector<std::string> texts = {"Once upon a time, Lily found a ball.", "{\"name\": \"Tom\", \"age\": 42}",
+                                          "caf\xC3\xA9 \xE2\x82\xAC" "5 \xF0\x9F\x98\x80!", "  two  spaces\tand a tab\nnew line"};
+  for (const auto& f : files) {
+    auto tok = load_tokenizer(f);
+    for (const auto& text : texts) {
+      std::string bytes;
+      for (int id : tok->encode(text, false)) bytes += tok->token_bytes(id);
+      if (tok->kind() == "llama2.c" && text.find('\xC3') != std::string::npos) continue;  // a 512-token vocabulary without byte fallback
+      EXPECT_TRUE(bytes == text || bytes == " " + text) << f << ": \"" << text << "\" became \"" << bytes << "\"";
+    }
+    for (int id = 0; id < tok->vocab_size(); ++id) {
+      if (tok->is_special(id)) {
+        EXPECT_EQ(tok->token_bytes(id), "") << f << ": special token " << id;
+      }
+    }
+  }
+  EXPECT_GE(files.size(), 8u) << "the real exports' tokenizers should be checked";
 }
 
 }  // namespace
