@@ -16,6 +16,7 @@ const char* component_kind_name(ComponentKind k) {
     case ComponentKind::Scheduler: return "scheduler";
     case ComponentKind::Cache: return "cache manager";
     case ComponentKind::Drafter: return "drafter";
+    case ComponentKind::LogitsProcessor: return "logits processor";
   }
   return "component";
 }
@@ -285,6 +286,57 @@ void PluginDrafter::accepted(uint64_t seq, int32_t proposed, int32_t accepted_co
 }
 void PluginDrafter::release(uint64_t seq) {
   if (d_->release) call("drafter release", [&] { return d_->release(state_, seq); });
+}
+
+// ---- logits processor
+
+PluginLogitsProcessor::PluginLogitsProcessor(const ComponentEntry& e, const VocabBytes& vocab, const OptionValues& options,
+                                             const HostContext* host)
+    : PluginComponent(e, ComponentKind::LogitsProcessor, options, host), vocab_size_(static_cast<int32_t>(vocab.tokens.size())) {
+  SY_CHECK(vocab.special.size() == vocab.tokens.size(), "logits processor vocabulary: special flags do not match the tokens");
+  std::string bytes;
+  std::vector<int64_t> offsets{0};
+  for (const auto& t : vocab.tokens) {
+    bytes += t;
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+  }
+  sy_vocab v{};
+  v.struct_size = sizeof(v);
+  v.vocab_size = vocab_size_;
+  v.bytes = bytes.data();
+  v.offsets = offsets.data();
+  v.special = vocab.special.data();
+  v.stop_tokens = vocab.stop_tokens.data();
+  v.num_stop_tokens = static_cast<int32_t>(vocab.stop_tokens.size());
+  create([&](const sy_options* o, void** state) { return d_->create(plugin_data(), &v, o, state); });
+}
+void PluginLogitsProcessor::begin(uint64_t seq, const std::string& kind, const std::string& spec) {
+  const sy_status st = call_status("logits processor begin", [&] { return d_->begin(state_, seq, kind.c_str(), spec.c_str()); });
+  if (st == SY_OK) return;
+  std::string msg = take_plugin_error();
+  if (msg.empty()) msg = "refused the constraint";
+  // A refused spec is the request's fault (a 400), anything else the plugin's.
+  const ErrorKind k = st == SY_INVALID_ARGUMENT || st == SY_UNSUPPORTED ? ErrorKind::InvalidArgument : ErrorKind::PluginFailure;
+  SY_THROW_KIND(k, label() << ": " << kind << " constraint: " << msg);
+}
+void PluginLogitsProcessor::fill_masks(const uint64_t* seqs, int32_t rows, uint32_t* mask, int32_t words_per_row) {
+  call("logits processor fill_masks", [&] { return d_->fill_masks(state_, seqs, rows, mask, words_per_row); });
+}
+bool PluginLogitsProcessor::accept(uint64_t seq, int32_t token) {
+  int32_t allowed = 0;
+  call("logits processor accept", [&] { return d_->accept(state_, seq, token, &allowed); });
+  return allowed != 0;
+}
+void PluginLogitsProcessor::rollback(uint64_t seq, int32_t tokens) {
+  if (tokens > 0) call("logits processor rollback", [&] { return d_->rollback(state_, seq, tokens); });
+}
+int32_t PluginLogitsProcessor::query(uint64_t seq) {
+  int32_t flags = 0;
+  call("logits processor query", [&] { return d_->query(state_, seq, &flags); });
+  return flags;
+}
+void PluginLogitsProcessor::end(uint64_t seq) {
+  call("logits processor end", [&] { return d_->end(state_, seq); });
 }
 
 }  // namespace sy

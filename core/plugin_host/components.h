@@ -1,5 +1,5 @@
 // Named components a manifest can select (passes, schedulers, KV-cache
-// managers, drafters), from plugins or built in, and the host-side wrappers
+// managers, drafters, logits processors), from plugins or built in, and the host-side wrappers
 // that call a plugin's C functions with its errors turned into sy::Error.
 #pragma once
 #include <functional>
@@ -16,8 +16,9 @@
 
 namespace sy {
 
-enum class ComponentKind { Pass, Scheduler, Cache, Drafter };
-const char* component_kind_name(ComponentKind k);  // "pass", "scheduler", "cache manager", "drafter"
+enum class ComponentKind { Pass, Scheduler, Cache, Drafter, LogitsProcessor };
+// "pass", "scheduler", "cache manager", "drafter", "logits processor"
+const char* component_kind_name(ComponentKind k);
 
 struct ComponentEntry {
   ComponentKind kind = ComponentKind::Pass;
@@ -158,6 +159,33 @@ class PluginDrafter : PluginComponent<sy_drafter_desc> {
                         int64_t vocab_size);
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted);
   void release(uint64_t seq);
+};
+
+// The vocabulary handed to a logits processor: each token's bytes, which ids
+// are control tokens, and the ids that end a sequence.
+struct VocabBytes {
+  std::vector<std::string> tokens;  // [vocab_size]: the bytes each token adds to the text ("" for special ones)
+  std::vector<uint8_t> special;     // [vocab_size]
+  std::vector<int32_t> stop_tokens;
+};
+
+class PluginLogitsProcessor : PluginComponent<sy_logits_processor_desc> {
+ public:
+  using PluginComponent::label;
+  PluginLogitsProcessor(const ComponentEntry& e, const VocabBytes& vocab, const OptionValues& options, const HostContext* host);
+  // Throws ErrorKind::InvalidArgument with the plugin's message when it
+  // refuses the constraint (unknown kind, a schema it cannot compile).
+  void begin(uint64_t seq, const std::string& kind, const std::string& spec);
+  // Rows of words_per_row words, one per sequence, in the order of seqs.
+  void fill_masks(const uint64_t* seqs, int32_t rows, uint32_t* mask, int32_t words_per_row);
+  bool accept(uint64_t seq, int32_t token);  // false: the constraint does not allow it
+  void rollback(uint64_t seq, int32_t tokens);
+  int32_t query(uint64_t seq);  // SY_CONSTRAINT_* flags
+  void end(uint64_t seq);
+  int32_t vocab_size() const { return vocab_size_; }
+
+ private:
+  int32_t vocab_size_;
 };
 
 }  // namespace sy

@@ -71,6 +71,8 @@ const PluginLibrary& PluginHost::load(const std::string& path, const std::option
   for (int32_t i = 0; i < info.num_schedulers; ++i) entries.push_back(entry_for(ComponentKind::Scheduler, info.schedulers[i], lib));
   for (int32_t i = 0; i < info.num_caches; ++i) entries.push_back(entry_for(ComponentKind::Cache, info.caches[i], lib));
   for (int32_t i = 0; i < info.num_drafters; ++i) entries.push_back(entry_for(ComponentKind::Drafter, info.drafters[i], lib));
+  for (int32_t i = 0; i < lib->num_logits_processors(); ++i)
+    entries.push_back(entry_for(ComponentKind::LogitsProcessor, info.logits_processors[i], lib));
   try {
     for (auto& e : entries) components_.add(std::move(e));
   } catch (...) {

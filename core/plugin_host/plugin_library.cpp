@@ -172,6 +172,21 @@ void PluginLibrary::validate() {
     check_desc(d, who + ": drafter " + std::to_string(k), offsetof(sy_drafter_desc, destroy) + sizeof(d->destroy));
     SY_CHECK(d->create && d->propose && d->destroy, who << ": drafter '" << d->name << "' lacks create/propose/destroy");
   }
+  // 1.4: logits processors (a description from an older minor has none).
+  if (SY_HAS_FIELD(i, sy_plugin_info, num_logits_processors)) {
+    check_array(i->logits_processors, i->num_logits_processors, "logits processor");
+    num_logits_processors_ = i->num_logits_processors;
+  }
+  for (int32_t k = 0; k < num_logits_processors_; ++k) {
+    const sy_logits_processor_desc* d = i->logits_processors[k];
+    check_desc(d, who + ": logits processor " + std::to_string(k), offsetof(sy_logits_processor_desc, destroy) + sizeof(d->destroy));
+    const std::pair<bool, const char*> required[] = {
+        {d->create != nullptr, "create"}, {d->begin != nullptr, "begin"}, {d->fill_masks != nullptr, "fill_masks"},
+        {d->accept != nullptr, "accept"}, {d->rollback != nullptr, "rollback"}, {d->query != nullptr, "query"},
+        {d->end != nullptr, "end"},       {d->destroy != nullptr, "destroy"}};
+    for (const auto& [present, fn] : required)
+      SY_CHECK(present, who << ": logits processor '" << d->name << "' lacks the required function " << fn);
+  }
 }
 
 PluginLibrary::~PluginLibrary() {

@@ -31,6 +31,8 @@ class PluginLibrary {
   uint16_t abi_minor() const { return abi_minor_; }
   const std::string& sha256() const { return sha256_; }
   const sy_plugin_info& info() const { return *info_; }
+  // 0 for a plugin built before ABI 1.4 (its description has no such list).
+  int32_t num_logits_processors() const { return num_logits_processors_; }
 
  private:
   PluginLibrary() = default;
@@ -40,6 +42,7 @@ class PluginLibrary {
   const sy_plugin_info* info_ = nullptr;
   std::string path_, name_, version_, description_, sha256_;
   uint16_t abi_major_ = 0, abi_minor_ = 0;
+  int32_t num_logits_processors_ = 0;
 };
 
 // Lowercase hex SHA-256 of a file's bytes.

@@ -235,6 +235,29 @@ SY_FROZEN(sy_drafter_desc_release, offsetof(sy_drafter_desc, release) == 72);
 SY_FROZEN(sy_drafter_desc_destroy, offsetof(sy_drafter_desc, destroy) == 80);
 SY_FROZEN(sy_drafter_desc_propose_sampled, offsetof(sy_drafter_desc, propose_sampled) == 88);
 SY_FROZEN(sy_drafter_desc_size, sizeof(sy_drafter_desc) == 96);
+SY_FROZEN(sy_vocab_struct_size, offsetof(sy_vocab, struct_size) == 0);
+SY_FROZEN(sy_vocab_vocab_size, offsetof(sy_vocab, vocab_size) == 4);
+SY_FROZEN(sy_vocab_bytes, offsetof(sy_vocab, bytes) == 8);
+SY_FROZEN(sy_vocab_offsets, offsetof(sy_vocab, offsets) == 16);
+SY_FROZEN(sy_vocab_special, offsetof(sy_vocab, special) == 24);
+SY_FROZEN(sy_vocab_stop_tokens, offsetof(sy_vocab, stop_tokens) == 32);
+SY_FROZEN(sy_vocab_num_stop_tokens, offsetof(sy_vocab, num_stop_tokens) == 40);
+SY_FROZEN(sy_vocab_size, sizeof(sy_vocab) == 48);
+SY_FROZEN(sy_logits_processor_desc_struct_size, offsetof(sy_logits_processor_desc, struct_size) == 0);
+SY_FROZEN(sy_logits_processor_desc_name, offsetof(sy_logits_processor_desc, name) == 8);
+SY_FROZEN(sy_logits_processor_desc_version, offsetof(sy_logits_processor_desc, version) == 16);
+SY_FROZEN(sy_logits_processor_desc_description, offsetof(sy_logits_processor_desc, description) == 24);
+SY_FROZEN(sy_logits_processor_desc_options, offsetof(sy_logits_processor_desc, options) == 32);
+SY_FROZEN(sy_logits_processor_desc_num_options, offsetof(sy_logits_processor_desc, num_options) == 40);
+SY_FROZEN(sy_logits_processor_desc_create, offsetof(sy_logits_processor_desc, create) == 48);
+SY_FROZEN(sy_logits_processor_desc_begin, offsetof(sy_logits_processor_desc, begin) == 56);
+SY_FROZEN(sy_logits_processor_desc_fill_masks, offsetof(sy_logits_processor_desc, fill_masks) == 64);
+SY_FROZEN(sy_logits_processor_desc_accept, offsetof(sy_logits_processor_desc, accept) == 72);
+SY_FROZEN(sy_logits_processor_desc_rollback, offsetof(sy_logits_processor_desc, rollback) == 80);
+SY_FROZEN(sy_logits_processor_desc_query, offsetof(sy_logits_processor_desc, query) == 88);
+SY_FROZEN(sy_logits_processor_desc_end, offsetof(sy_logits_processor_desc, end) == 96);
+SY_FROZEN(sy_logits_processor_desc_destroy, offsetof(sy_logits_processor_desc, destroy) == 104);
+SY_FROZEN(sy_logits_processor_desc_size, sizeof(sy_logits_processor_desc) == 112);
 SY_FROZEN(sy_plugin_info_struct_size, offsetof(sy_plugin_info, struct_size) == 0);
 SY_FROZEN(sy_plugin_info_abi_major, offsetof(sy_plugin_info, abi_major) == 4);
 SY_FROZEN(sy_plugin_info_abi_minor, offsetof(sy_plugin_info, abi_minor) == 6);
@@ -253,7 +276,9 @@ SY_FROZEN(sy_plugin_info_num_caches, offsetof(sy_plugin_info, num_caches) == 96)
 SY_FROZEN(sy_plugin_info_drafters, offsetof(sy_plugin_info, drafters) == 104);
 SY_FROZEN(sy_plugin_info_num_drafters, offsetof(sy_plugin_info, num_drafters) == 112);
 SY_FROZEN(sy_plugin_info_shutdown, offsetof(sy_plugin_info, shutdown) == 120);
-SY_FROZEN(sy_plugin_info_size, sizeof(sy_plugin_info) == 128);
+SY_FROZEN(sy_plugin_info_logits_processors, offsetof(sy_plugin_info, logits_processors) == 128);
+SY_FROZEN(sy_plugin_info_num_logits_processors, offsetof(sy_plugin_info, num_logits_processors) == 136);
+SY_FROZEN(sy_plugin_info_size, sizeof(sy_plugin_info) == 144);
 SY_FROZEN(sy_engine_options_struct_size, offsetof(sy_engine_options, struct_size) == 0);
 SY_FROZEN(sy_engine_options_manifest, offsetof(sy_engine_options, manifest) == 8);
 SY_FROZEN(sy_engine_options_profile, offsetof(sy_engine_options, profile) == 16);
@@ -318,7 +343,9 @@ SY_FROZEN(sy_request_params_stop_ids, offsetof(sy_request_params, stop_ids) == 1
 SY_FROZEN(sy_request_params_num_stop_ids, offsetof(sy_request_params, num_stop_ids) == 144);
 SY_FROZEN(sy_request_params_on_logprobs, offsetof(sy_request_params, on_logprobs) == 152);
 SY_FROZEN(sy_request_params_sampling_params, offsetof(sy_request_params, sampling_params) == 160);
-SY_FROZEN(sy_request_params_size, sizeof(sy_request_params) == 168);
+SY_FROZEN(sy_request_params_constraint_kind, offsetof(sy_request_params, constraint_kind) == 168);
+SY_FROZEN(sy_request_params_constraint_spec, offsetof(sy_request_params, constraint_spec) == 176);
+SY_FROZEN(sy_request_params_size, sizeof(sy_request_params) == 184);
 SY_FROZEN(sy_metrics_struct_size, offsetof(sy_metrics, struct_size) == 0);
 SY_FROZEN(sy_metrics_running, offsetof(sy_metrics, running) == 4);
 SY_FROZEN(sy_metrics_waiting, offsetof(sy_metrics, waiting) == 8);
@@ -335,7 +362,12 @@ SY_FROZEN(sy_metrics_kv_blocks_used, offsetof(sy_metrics, kv_blocks_used) == 84)
 SY_FROZEN(sy_metrics_spec_drafts, offsetof(sy_metrics, spec_drafts) == 88);
 SY_FROZEN(sy_metrics_spec_draft_tokens, offsetof(sy_metrics, spec_draft_tokens) == 96);
 SY_FROZEN(sy_metrics_spec_accepted_tokens, offsetof(sy_metrics, spec_accepted_tokens) == 104);
-SY_FROZEN(sy_metrics_size, sizeof(sy_metrics) == 112);
+SY_FROZEN(sy_metrics_constrained_requests, offsetof(sy_metrics, constrained_requests) == 112);
+SY_FROZEN(sy_metrics_constraint_refusals, offsetof(sy_metrics, constraint_refusals) == 120);
+SY_FROZEN(sy_metrics_constraint_compile_ms, offsetof(sy_metrics, constraint_compile_ms) == 128);
+SY_FROZEN(sy_metrics_constraint_mask_ms, offsetof(sy_metrics, constraint_mask_ms) == 136);
+SY_FROZEN(sy_metrics_constraint_mask_rows, offsetof(sy_metrics, constraint_mask_rows) == 144);
+SY_FROZEN(sy_metrics_size, sizeof(sy_metrics) == 152);
 #endif
 
 int sy_layout_freeze_checked(void) { return 1; }

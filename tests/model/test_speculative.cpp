@@ -260,12 +260,10 @@ TEST(Speculative, PluginDrafterThatSamplesKeepsTheDistributionAndReportingItsDra
   EXPECT_GT(reported, unreported + 0.02) << "the reported draft distributions should raise acceptance";
 }
 
-TEST(Speculative, DrafterBuiltAgainstTheAbi10HeaderLoadsAndKeepsGreedyOutputs) {
-  // Its descriptor ends before propose_sampled (1.2): the host must see
-  // that from struct_size and call propose.
+void old_abi_drafter_keeps_greedy_outputs(const char* plugin) {
   auto plain = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}));
   auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
-  cfg.plugins.push_back(PluginSpec{SY_ABI_1_0_DRAFTER_PLUGIN, std::nullopt, "test"});
+  cfg.plugins.push_back(PluginSpec{plugin, std::nullopt, "test"});
   set_drafter(cfg, "bigram-1.0", {{"k", "3"}});
   auto spec = Session::create(cfg);
   auto batch = batch8();
@@ -275,6 +273,17 @@ TEST(Speculative, DrafterBuiltAgainstTheAbi10HeaderLoadsAndKeepsGreedyOutputs) {
   auto m = spec->step_engine()->metrics();
   EXPECT_GT(m.spec_draft_tokens, 0);
   EXPECT_GT(m.spec_accepted_tokens, 0);
+}
+
+TEST(Speculative, DrafterBuiltAgainstTheAbi10HeaderLoadsAndKeepsGreedyOutputs) {
+  // Its descriptor ends before propose_sampled (1.2): the host must see
+  // that from struct_size and call propose.
+  old_abi_drafter_keeps_greedy_outputs(SY_ABI_1_0_DRAFTER_PLUGIN);
+}
+
+TEST(Speculative, DrafterBuiltAgainstTheAbi13HeaderLoadsAndKeepsGreedyOutputs) {
+  // Its plugin description ends before the logits-processor list (1.4).
+  old_abi_drafter_keeps_greedy_outputs(SY_ABI_1_3_DRAFTER_PLUGIN);
 }
 
 TEST(Speculative, DraftModelWithAnotherVocabularyIsRefused) {

@@ -9,8 +9,14 @@
  *                          its remaining tokens within the budget */
 #include <switchyard/plugin.h>
 
-#if SY_PLUGIN_ABI_MINOR != 0
-#error "this plugin must be built against the 1.0 header"
+/* Also built against the frozen 1.3 header (tests/abi/v1_3, with
+ * SY_TEST_ABI_MINOR=3): the minor before logits processors (1.4) appended a
+ * list to sy_plugin_info, which such a plugin's description lacks. */
+#ifndef SY_TEST_ABI_MINOR
+#define SY_TEST_ABI_MINOR 0
+#endif
+#if SY_PLUGIN_ABI_MINOR != SY_TEST_ABI_MINOR
+#error "this plugin must be built against the header of the minor it names (tests/abi/v1_<minor>)"
 #endif
 
 static const sy_host_api* g_host;

@@ -81,6 +81,8 @@
  *        sy_sched_seq.remaining_tokens; prompt_len always the request's
  *        prompt (1.0-1.2 hosts passed prompt + generated for preempted
  *        sequences); blocks_needed documented as the engine computes it.
+ *   1.4  logits processors (structured output): sy_logits_processor_desc,
+ *        sy_vocab, sy_plugin_info.logits_processors.
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -93,7 +95,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 3
+#define SY_PLUGIN_ABI_MINOR 4
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -683,6 +685,89 @@ typedef struct sy_drafter_desc {
                                int32_t* count);
 } sy_drafter_desc;
 
+/* --------------------------------------------- logits processors (1.4) */
+
+/* The vocabulary a logits processor constrains, handed over once when it is
+ * created: the bytes each token id adds to the text (decoded by the host
+ * from the model's tokenizer, whatever its scheme: byte-level BPE,
+ * SentencePiece pieces with byte fallback, llama2.c pieces), so a processor
+ * needs no tokenizer of its own. Valid during create only: copy it. */
+typedef struct sy_vocab {
+  uint32_t struct_size;
+  int32_t vocab_size;          /* the model's logits width; ids the tokenizer lacks are padding (empty, special) */
+  const char* bytes;           /* every token's bytes, concatenated (not NUL-terminated; may contain NUL) */
+  const int64_t* offsets;      /* [vocab_size + 1]: token i is bytes[offsets[i] .. offsets[i + 1]) */
+  const uint8_t* special;      /* [vocab_size]: 1 for control tokens (BOS, EOS, chat markers, padding): never text */
+  const int32_t* stop_tokens;  /* the ids that end a sequence (the model's end-of-sequence ids) */
+  int32_t num_stop_tokens;
+} sy_vocab;
+
+/* Flags of sy_logits_processor_desc.query. */
+enum {
+  SY_CONSTRAINT_COMPLETE = 1,   /* the text so far is a whole match: a stop token may come next */
+  SY_CONSTRAINT_TERMINATED = 2  /* a stop token was accepted: nothing may follow */
+};
+
+/* Logits processor: constrains what each request may generate next (JSON,
+ * JSON Schema, regular expressions, grammars), one state per request.
+ *
+ * The contract:
+ *  - A request that carries a constraint (a kind and a spec, both strings
+ *    the processor interprets) gets begin() when it is admitted and end()
+ *    when it finishes for any reason; the others never reach the processor.
+ *  - Each step the host asks for the masks of the constrained sequences
+ *    that sample, in one batched fill_masks call (a processor may spread
+ *    the rows over threads of its own: the call is on one host thread, and
+ *    may overlap the model's forward pass). The host sets the logits of
+ *    every token outside the mask to -infinity before penalties and
+ *    sampling, in every engine mode.
+ *  - Every token the request emits is accept()ed, in order.
+ *  - Speculative decoding: the host checks draft tokens against the mask by
+ *    accepting them one at a time (filling the mask after each, one row per
+ *    call) and then rolls them back with rollback(n) before verification; a
+ *    draft the processor refuses ends the draft there. Outputs stay what
+ *    constrained decoding without drafts produces.
+ *  - All calls for one state come from one thread at a time (the session's
+ *    step-engine thread, or the thread that runs a baseline generation).
+ *  - Errors: begin returning SY_INVALID_ARGUMENT or SY_UNSUPPORTED (with a
+ *    message naming the part of the spec it refuses) fails that request
+ *    with the message (an HTTP 400 from the server); any other failure
+ *    fails the sequences of the call, not the step. */
+typedef struct sy_logits_processor_desc {
+  uint32_t struct_size;
+  const char* name;
+  const char* version;
+  const char* description;
+  const sy_option_desc* const* options;
+  int32_t num_options;
+  /* Required. Once per session, on the thread creating it. vocab is valid
+   * during the call. */
+  sy_status (*create)(void* plugin_data, const sy_vocab* vocab, const sy_options* options, void** state);
+  /* Required. Starts constraining seq. kind: "json_object" (any JSON
+   * object), "json_schema" (spec: the schema as JSON text), "regex",
+   * "grammar" (spec: EBNF/GBNF text), or a kind of the processor's own.
+   * Both strings are valid during the call. */
+  sy_status (*begin)(void* state, uint64_t seq, const char* kind, const char* spec);
+  /* Required. For each of the num_rows sequences in seqs (distinct), the
+   * tokens allowed next, after every token accepted so far: row r is the
+   * words_per_row 32-bit words at mask + r * words_per_row; bit (t % 32) of
+   * word t / 32 set means token t is allowed. The host owns mask (valid
+   * during the call) and zeroes nothing: write every word of each row. */
+  sy_status (*fill_masks)(void* state, const uint64_t* seqs, int32_t num_rows, uint32_t* mask, int32_t words_per_row);
+  /* Required. Advances seq by token. *allowed = 0 when the constraint does
+   * not allow it; the state is then unchanged. */
+  sy_status (*accept)(void* state, uint64_t seq, int32_t token, int32_t* allowed);
+  /* Required. Undoes the last num_tokens accepted tokens of seq (at most
+   * the drafts of one step plus one). */
+  sy_status (*rollback)(void* state, uint64_t seq, int32_t num_tokens);
+  /* Required. SY_CONSTRAINT_* flags of seq as it stands. */
+  sy_status (*query)(void* state, uint64_t seq, int32_t* flags);
+  /* Required. seq finished (any reason): free what it holds. */
+  sy_status (*end)(void* state, uint64_t seq);
+  /* Required. Once, when the session is destroyed. */
+  void (*destroy)(void* state);
+} sy_logits_processor_desc;
+
 /* ------------------------------------------------------- the entry point */
 
 typedef struct sy_plugin_info {
@@ -705,6 +790,9 @@ typedef struct sy_plugin_info {
   int32_t num_drafters;
   /* Called once before the library is closed. May be NULL. */
   void (*shutdown)(void* plugin_data);
+  /* ---- 1.4 ---- */
+  const sy_logits_processor_desc* const* logits_processors;
+  int32_t num_logits_processors;
 } sy_plugin_info;
 
 #define SY_PLUGIN_ENTRY_SYMBOL "switchyard_plugin_init"

@@ -94,6 +94,20 @@ inline void log(int32_t level, const std::string& message) {
   if (host() && host()->log) host()->log(level, message.c_str());
 }
 
+// ------------------------------------------------------------------ vocabulary
+
+// A logits processor's view of sy_vocab (valid during create only).
+struct Vocab {
+  const sy_vocab& raw;
+  explicit Vocab(const sy_vocab& v) : raw(v) {}
+  int32_t size() const { return raw.vocab_size; }
+  std::string bytes(int32_t id) const {
+    return std::string(raw.bytes + raw.offsets[id], static_cast<size_t>(raw.offsets[id + 1] - raw.offsets[id]));
+  }
+  bool special(int32_t id) const { return raw.special[id] != 0; }
+  std::vector<int32_t> stop_tokens() const { return std::vector<int32_t>(raw.stop_tokens, raw.stop_tokens + raw.num_stop_tokens); }
+};
+
 // ------------------------------------------------------------------ tensors
 
 struct TensorView {
@@ -648,6 +662,33 @@ struct SchedulerTrampolines {
   }
   static void destroy(void* state) { delete static_cast<S*>(state); }
 };
+
+template <typename L>
+struct LogitsProcessorTrampolines {
+  static L& self(void* state) { return *static_cast<L*>(state); }
+  static sy_status create(void*, const sy_vocab* vocab, const sy_options* o, void** state) {
+    return guard([&] { *state = new L(Vocab(*vocab), Options(o)); });
+  }
+  static sy_status begin(void* state, uint64_t seq, const char* kind, const char* spec) {
+    return guard([&] { self(state).begin(seq, std::string(kind ? kind : ""), std::string(spec ? spec : "")); });
+  }
+  static sy_status fill_masks(void* state, const uint64_t* seqs, int32_t rows, uint32_t* mask, int32_t words) {
+    return guard([&] { self(state).fill_masks(seqs, rows, mask, words); });
+  }
+  static sy_status accept(void* state, uint64_t seq, int32_t token, int32_t* allowed) {
+    return guard([&] { *allowed = self(state).accept(seq, token) ? 1 : 0; });
+  }
+  static sy_status rollback(void* state, uint64_t seq, int32_t n) {
+    return guard([&] { self(state).rollback(seq, n); });
+  }
+  static sy_status query(void* state, uint64_t seq, int32_t* flags) {
+    return guard([&] { *flags = self(state).query(seq); });
+  }
+  static sy_status end(void* state, uint64_t seq) {
+    return guard([&] { self(state).end(seq); });
+  }
+  static void destroy(void* state) { delete static_cast<L*>(state); }
+};
 }  // namespace detail
 
 // Builds the sy_plugin_info and owns every string and descriptor it points
@@ -763,6 +804,31 @@ class PluginBuilder {
     drafters_.push_back(d);
   }
 
+  // A logits processor class L (structured output; plugin.h has the contract):
+  //   L(const Vocab& vocab, const Options&);        // copy what you keep of vocab
+  //   void begin(uint64_t seq, const std::string& kind, const std::string& spec);
+  //       // throw Error(msg, SY_INVALID_ARGUMENT) for a spec it refuses
+  //   void fill_masks(const uint64_t* seqs, int32_t rows, uint32_t* mask, int32_t words_per_row);
+  //   bool accept(uint64_t seq, int32_t token);      // false: not allowed (state unchanged)
+  //   void rollback(uint64_t seq, int32_t tokens);
+  //   int32_t query(uint64_t seq);                   // SY_CONSTRAINT_* flags
+  //   void end(uint64_t seq);
+  template <typename L>
+  void logits_processor(const std::string& name, const std::string& version, const std::string& description,
+                        const std::vector<OptionSpec>& options = {}) {
+    using T = detail::LogitsProcessorTrampolines<L>;
+    sy_logits_processor_desc d = named<sy_logits_processor_desc>(name, version, description, options);
+    d.create = &T::create;
+    d.begin = &T::begin;
+    d.fill_masks = &T::fill_masks;
+    d.accept = &T::accept;
+    d.rollback = &T::rollback;
+    d.query = &T::query;
+    d.end = &T::end;
+    d.destroy = &T::destroy;
+    logits_processors_.push_back(d);
+  }
+
   // Raw C descriptors (for the kinds without C++ wrappers yet, or for full
   // control): the builder keeps a copy; strings must outlive the plugin.
   void pass_desc(const sy_pass_desc& d) { passes_.push_back(d); }
@@ -770,6 +836,7 @@ class PluginBuilder {
   void scheduler(const sy_scheduler_desc& d) { schedulers_.push_back(d); }
   void cache(const sy_cache_desc& d) { caches_.push_back(d); }
   void drafter(const sy_drafter_desc& d) { drafters_.push_back(d); }
+  void logits_processor(const sy_logits_processor_desc& d) { logits_processors_.push_back(d); }
   // Keeps option descriptors alive and returns the array for a raw descriptor.
   const sy_option_desc* const* options(const std::vector<OptionSpec>& specs, int32_t& count) {
     const sy_option_desc* const* out = nullptr;
@@ -784,6 +851,7 @@ class PluginBuilder {
     for (auto& d : schedulers_) scheduler_ptrs_.push_back(&d);
     for (auto& d : caches_) cache_ptrs_.push_back(&d);
     for (auto& d : drafters_) drafter_ptrs_.push_back(&d);
+    for (auto& d : logits_processors_) logits_processor_ptrs_.push_back(&d);
     info_.struct_size = sizeof(sy_plugin_info);
     info_.abi_major = SY_PLUGIN_ABI_MAJOR;
     info_.abi_minor = SY_PLUGIN_ABI_MINOR;
@@ -800,6 +868,8 @@ class PluginBuilder {
     info_.num_caches = static_cast<int32_t>(cache_ptrs_.size());
     info_.drafters = drafter_ptrs_.data();
     info_.num_drafters = static_cast<int32_t>(drafter_ptrs_.size());
+    info_.logits_processors = logits_processor_ptrs_.data();
+    info_.num_logits_processors = static_cast<int32_t>(logits_processor_ptrs_.size());
     return &info_;
   }
 
@@ -839,6 +909,7 @@ class PluginBuilder {
   std::deque<sy_scheduler_desc> schedulers_;
   std::deque<sy_cache_desc> caches_;
   std::deque<sy_drafter_desc> drafters_;
+  std::deque<sy_logits_processor_desc> logits_processors_;
   std::deque<sy_option_desc> options_;
   std::deque<std::vector<const sy_option_desc*>> option_ptr_lists_;
   std::deque<std::vector<int32_t>> dtype_lists_;
@@ -847,6 +918,7 @@ class PluginBuilder {
   std::vector<const sy_scheduler_desc*> scheduler_ptrs_;
   std::vector<const sy_cache_desc*> cache_ptrs_;
   std::vector<const sy_drafter_desc*> drafter_ptrs_;
+  std::vector<const sy_logits_processor_desc*> logits_processor_ptrs_;
   const char* name_ = "";
   const char* version_ = "";
   const char* description_ = "";

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 3
+#define SY_API_VERSION_MINOR 4
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -231,6 +231,14 @@ typedef struct sy_request_params {
    * above, which must then be zero (SY_API_INVALID_ARGUMENT naming the
    * field otherwise). Copied by sy_submit. */
   const sy_sampling_params* sampling_params;
+  /* ---- 1.4 ---- */
+  /* Structured output (needs a logits processor in the engine's profile):
+   * constraint_kind "json_object", "json_schema" (constraint_spec: the
+   * schema as JSON text), "regex", "grammar" (EBNF/GBNF) or a kind of the
+   * processor's own; NULL: none. A spec the processor refuses fails
+   * sy_submit with SY_API_INVALID_ARGUMENT and its message. */
+  const char* constraint_kind;
+  const char* constraint_spec;
 } sy_request_params;
 
 /* Queues a request. params and everything it points to are copied before
@@ -282,6 +290,12 @@ typedef struct sy_metrics {
   int64_t spec_drafts;          /* speculative steps (a drafter is selected) */
   int64_t spec_draft_tokens;    /* tokens proposed */
   int64_t spec_accepted_tokens; /* tokens accepted */
+  /* ---- 1.4 ---- structured output */
+  int64_t constrained_requests;   /* requests that carried a constraint */
+  int64_t constraint_refusals;    /* of those, refused by the logits processor */
+  double constraint_compile_ms;   /* total time compiling (or finding cached) grammars */
+  double constraint_mask_ms;      /* total time filling token masks */
+  int64_t constraint_mask_rows;   /* masks filled */
 } sy_metrics;
 
 /* Fills the fields out->struct_size covers (set it first). */
