@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Switchyard needs: Debian packages for the
 # build, and the Python packages the tests use as independent references
-# (ONNX Runtime, onnx, numpy). Safe to run again.
+# (ONNX Runtime, onnx, numpy, jsonschema). With --tests also xgrammar (for the
+# structured-output plugin; scripts/install-xgrammar.sh). Safe to run again.
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -17,8 +18,8 @@ fi
 if [ "${1:-}" = "--tests" ]; then
   python3 -c "import onnx, onnxruntime, onnx_ir, numpy" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check onnx onnxruntime onnx_ir numpy
-  python3 -c "import openai, pytest" 2>/dev/null ||
-    python3 -m pip install -q --disable-pip-version-check openai pytest
+  python3 -c "import openai, pytest, jsonschema" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check openai pytest jsonschema
   # References for tokenizer.json (the Hugging Face tokenizers library) and
   # chat templates (jinja2, what transformers renders them with).
   python3 -c "import tokenizers, jinja2" 2>/dev/null ||
@@ -27,6 +28,8 @@ if [ "${1:-}" = "--tests" ]; then
   for p in clang-14 libclang-rt-14-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $p >/dev/null; }
   done
+  # Structured output's grammar engine (built once per machine, /opt/xgrammar).
+  "$(dirname "$0")/install-xgrammar.sh"
   # Headless Chromium renders the benchmark report in a test.
   command -v chromium >/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; }
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ThreadSanitizer build of the threaded parts, warnings as errors: the step
 # engine and its schedulers, speculative decoding, fault injection, the thread
-# pool, the C API (text copied out while the engine appends; engines created
+# pool, structured output (masks filled beside the forward pass), the C API (text copied out while the engine appends; engines created
 # on several threads at once), plugin failures contained while another
 # session runs, and the OpenAI server under 64 concurrent clients. Part of CI
 # (scripts/test.sh); any data race fails it.
@@ -18,5 +18,5 @@ cd "$BUILD"
 # same engine code the other Speculative tests run) take four minutes under
 # TSan and add no threading the others lack; they run in the ASan stage.
 SWITCHYARD_TSAN=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-  ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|FaultInjection|PluginFaults\\.|Limits|CacheManager|ThreadPool|CApi|openai_server" \
+  ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|StructuredOutput|FaultInjection|PluginFaults\\.|Limits|CacheManager|ThreadPool|CApi|openai_server" \
   -E "Speculative\\.SamplingPreservesTheTargetDistribution|Speculative\\.PluginDrafterThatSamples"

@@ -376,6 +376,12 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     if (p->logprobs) req.sampling.logprobs = p->top_logprobs;
     if (p->num_stop_ids > 0 && !p->stop_ids) return fail(SY_API_INVALID_ARGUMENT, "num_stop_ids without stop_ids");
     for (int32_t i = 0; i < p->num_stop_ids; ++i) req.stop_ids.push_back(p->stop_ids[i]);
+    if (p->constraint_kind && *p->constraint_kind) {
+      req.constraint.kind = p->constraint_kind;
+      req.constraint.spec = p->constraint_spec ? p->constraint_spec : "";
+    } else if (p->constraint_spec && *p->constraint_spec) {
+      return fail(SY_API_INVALID_ARGUMENT, "sy_submit: params.constraint_spec without params.constraint_kind");
+    }
     auto* on_logprobs = p->on_logprobs;
     auto st = std::make_shared<RequestState>();
     st->engine = engine->session->step_engine();
@@ -540,6 +546,14 @@ sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
     r.spec_drafts = m.spec_drafts;
     r.spec_draft_tokens = m.spec_draft_tokens;
     r.spec_accepted_tokens = m.spec_accepted_tokens;
+    if (const sy::TokenMasker* masker = engine->session->token_masker()) {
+      const sy::ConstraintMetrics c = masker->metrics();
+      r.constrained_requests = c.requests;
+      r.constraint_refusals = c.refused;
+      r.constraint_compile_ms = c.compile_ms;
+      r.constraint_mask_ms = c.mask_ms;
+      r.constraint_mask_rows = c.mask_rows;
+    }
     write_struct(out, r, SY_SIZE_THROUGH(sy_metrics, struct_size), "sy_engine_metrics: out");
     return static_cast<sy_api_status>(SY_API_OK);
   });

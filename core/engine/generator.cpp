@@ -94,8 +94,27 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
   for (const auto& req : batch) {
     validate(req.prompt);
     SY_CHECK(req.max_tokens >= 0, "max_tokens must be >= 0, got " << req.max_tokens);
+    SY_CHECK(req.constraint.empty() || masker_, "the request asks for structured output (" << req.constraint.kind
+                                                    << ") but this profile has no logits processor ('logits_processor:' in the manifest)");
     longest = std::max(longest, req.prompt.size());
   }
+  // Structured output: each constrained row's processor state, ended however
+  // the call ends.
+  std::vector<uint64_t> constraint_id(batch.size(), 0);
+  struct EndAll {
+    TokenMasker* masker;
+    const std::vector<uint64_t>& ids;
+    ~EndAll() {
+      for (uint64_t id : ids)
+        if (id) masker->end(id);
+    }
+  } end_all{masker_, constraint_id};
+  for (size_t r = 0; r < batch.size(); ++r) {
+    if (batch[r].constraint.empty()) continue;
+    masker_->begin(next_constrained_, batch[r].constraint);
+    constraint_id[r] = next_constrained_++;
+  }
+  std::vector<uint32_t> masks;
   std::vector<std::vector<int64_t>> first(b.rows);
   b.mask.resize(b.rows);
   b.next_pos.assign(b.rows, 0);
@@ -139,6 +158,18 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
     Tensor logits = forward(b, step_tokens);
     int64_t S = logits.dim(1), V = logits.dim(2);
     double now = ms_since(t0);
+    std::vector<uint64_t> constrained;
+    std::vector<size_t> mask_row(b.rows, 0);
+    for (size_t r = 0; r < b.rows; ++r)
+      if (!done[r] && constraint_id[r]) {
+        mask_row[r] = constrained.size();
+        constrained.push_back(constraint_id[r]);
+      }
+    if (!constrained.empty()) {
+      SY_CHECK(V == masker_->vocab_size(), masker_->label() << " masks " << masker_->vocab_size() << " tokens; the model's logits have " << V);
+      masks.assign(constrained.size() * static_cast<size_t>(masker_->words_per_row()), 0u);
+      masker_->fill(constrained, masks.data());
+    }
     for (size_t r = 0; r < b.rows; ++r) {
       step_tokens[r].assign(1, pad_id_);
       if (done[r]) continue;
@@ -146,8 +177,19 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
       // first step the end of its prompt.
       const int64_t at = right && results[r].tokens.empty() ? static_cast<int64_t>(batch[r].prompt.size()) - 1 : S - 1;
       const float* row = logits.data<float>() + (static_cast<int64_t>(r) * S + at) * V;
+      if (constraint_id[r]) {
+        const uint32_t* m = masks.data() + mask_row[r] * static_cast<size_t>(masker_->words_per_row());
+        SY_CHECK(TokenMasker::any_allowed(m, static_cast<int32_t>(V)), masker_->label() << ": the constraint allows no next token");
+        samplers[r].set_mask(m);
+      }
       int tok = samplers[r].sample(row, static_cast<int>(V));
       samplers[r].accept(tok);
+      bool constraint_done = false;
+      if (constraint_id[r]) {
+        SY_CHECK_KIND(masker_->accept(constraint_id[r], tok), ErrorKind::PluginFailure,
+                      masker_->label() << ": refused token " << tok << ", which its own mask allowed");
+        constraint_done = masker_->terminated(constraint_id[r]);
+      }
       GenerationResult& res = results[r];
       if (batch[r].sampling.logprobs >= 0) res.logprobs.push_back(token_logprobs(row, static_cast<int>(V), tok, batch[r].sampling.logprobs));
       if (res.tokens.empty()) res.ttft_ms = now;
@@ -166,6 +208,9 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
       } else if (static_cast<int64_t>(batch[r].prompt.size() + res.tokens.size()) >= model_.max_context()) {
         done[r] = true;
         res.finish_reason = FinishReason::Context;
+      } else if (constraint_done) {
+        done[r] = true;
+        res.finish_reason = FinishReason::Stop;
       }
     }
     if (remaining() == 0) break;

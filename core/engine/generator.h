@@ -9,6 +9,7 @@
 #include "engine/decoder_model.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/token_masker.h"
 
 namespace sy {
 
@@ -19,6 +20,10 @@ class BaselineGenerator {
   // Prompts of different lengths are padded into one batch: on the left, or
   // on the right for models that take positions from the mask sums.
   std::vector<GenerationResult> generate(const std::vector<GenerationRequest>& batch, const TokenCallback& on_token = {});
+
+  // Structured output: requests with a constraint are masked by `masker`
+  // (not owned; it outlives the generator). Without one they are refused.
+  void set_token_masker(TokenMasker* masker) { masker_ = masker; }
 
   // Logits [vocab] at the last prompt position of one unpadded prompt.
   std::vector<float> last_logits(const std::vector<int>& prompt);
@@ -31,6 +36,8 @@ class BaselineGenerator {
 
   DecoderModel& model_;
   int pad_id_;
+  TokenMasker* masker_ = nullptr;
+  uint64_t next_constrained_ = 1;  // ids the masker knows a generate call's requests by
 };
 
 }  // namespace sy

@@ -9,6 +9,15 @@
 
 namespace sy {
 
+// Structured output: what the request's text must match, interpreted by the
+// session's logits processor. kind: "json_object", "json_schema" (spec: the
+// schema), "regex", "grammar" (EBNF/GBNF), or a processor's own; "" = none.
+struct OutputConstraint {
+  std::string kind;
+  std::string spec;
+  bool empty() const { return kind.empty(); }
+};
+
 struct GenerationRequest {
   std::vector<int> prompt;  // token ids, BOS included by the caller
   int max_tokens = 256;
@@ -18,6 +27,7 @@ struct GenerationRequest {
   std::vector<int> stop_ids;  // more ids that end generation ("stop"), honoured even when stop_at_eos is off
   int priority = 0;         // lower runs first, for schedulers that honour it
   double timeout_ms = 0;    // 0: none; else the request ends with "timeout" after this long
+  OutputConstraint constraint;  // structured output (needs a logits processor in the profile)
 };
 
 // Why a request ended. Its name (finish_reason_name) is OpenAI's spelling

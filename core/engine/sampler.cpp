@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "base/error.h"
 
@@ -49,8 +50,13 @@ void Sampler::accept(int token) {
 }
 
 const float* Sampler::penalize(const float* logits, int n, const std::vector<int>& pending) {
-  if (!p_.penalized()) return logits;
+  if (!p_.penalized() && !mask_) return logits;
   penalized_.assign(logits, logits + n);
+  if (mask_) {
+    for (int t = 0; t < n; ++t)
+      if (!((mask_[t >> 5] >> (t & 31)) & 1u)) penalized_[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+  }
+  if (!p_.penalized()) return penalized_.data();
   std::unordered_map<int, int> counts = generated_;
   for (int t : pending) ++counts[t];
   auto in_range = [n](int t) { return t >= 0 && t < n; };

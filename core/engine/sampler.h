@@ -62,6 +62,11 @@ class Sampler {
   // token as it is accepted (all penalties).
   void set_prompt(const std::vector<int>& prompt);
   void accept(int token);
+  // Structured output: the tokens the next call may choose (bit t % 32 of
+  // word t / 32), or null for any. Every token outside it gets probability
+  // zero in sample, greedy_choice and distribution; the row must stay valid
+  // until it is replaced. At least one token must be allowed.
+  void set_mask(const uint32_t* mask) { mask_ = mask; }
 
   // Samples the next token. `pending`: tokens proposed after the accepted
   // ones (speculative drafts before this position), counted as generated.
@@ -80,7 +85,8 @@ class Sampler {
   double uniform();
 
  private:
-  // logits with the penalties applied (the input itself when there are none).
+  // logits with the penalties and the mask applied (the input itself when
+  // there are none).
   const float* penalize(const float* logits, int n, const std::vector<int>& pending);
 
   SamplingParams p_;
@@ -90,6 +96,7 @@ class Sampler {
   std::vector<float> penalized_;
   std::unordered_map<int, int> generated_;  // token -> times generated
   std::vector<int> prompt_tokens_;          // distinct, sorted
+  const uint32_t* mask_ = nullptr;
 };
 
 }  // namespace sy

@@ -1,6 +1,7 @@
 #include "engine/session.h"
 
 #include "device/device_registry.h"
+#include "tokenizer/tokenizer.h"
 #include "switchyard/plugin.h"
 
 #include <exception>
@@ -73,6 +74,7 @@ std::unique_ptr<Session> Session::create_exactly(const EngineConfig& config) {
   } else {
     s->create_baseline();
   }
+  if (s->logits_processor_) s->attach_logits_processor();
   return s;
 }
 
@@ -100,6 +102,8 @@ void Session::select_components() {
   if (config_.scheduler) scheduler_ = select(components_, ComponentKind::Scheduler, *config_.scheduler);
   if (config_.cache) cache_ = select(components_, ComponentKind::Cache, *config_.cache);
   if (config_.drafter) drafter_ = select(components_, ComponentKind::Drafter, *config_.drafter);
+  if (config_.logits_processor)
+    logits_processor_ = select(components_, ComponentKind::LogitsProcessor, *config_.logits_processor);
 }
 
 // The manifest's device, resolved against what the machine has; plugin
@@ -216,6 +220,29 @@ void Session::create_baseline() {
   baseline_ = std::make_unique<BaselineGenerator>(*model_);
 }
 
+// Structured output: the processor gets the model's vocabulary as the bytes
+// each token adds to the text, from the tokenizer the model comes with.
+void Session::attach_logits_processor() {
+  const ComponentEntry& e = *logits_processor_->entry;
+  const std::string tok_path = !config_.tokenizer.empty() ? config_.tokenizer : find_tokenizer_beside(config_.model);
+  SY_CHECK(!tok_path.empty(), e.label() << " needs the model's tokenizer: none beside " << config_.model
+                                        << " (set 'tokenizer:' in the manifest)");
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(tok_path);
+  const int64_t width = model_->vocab_size() > 0 ? model_->vocab_size() : tok->vocab_size();
+  VocabBytes v;
+  v.tokens.resize(static_cast<size_t>(width));
+  v.special.assign(static_cast<size_t>(width), 1);
+  for (int id = 0; id < std::min<int64_t>(width, tok->vocab_size()); ++id) {
+    v.tokens[static_cast<size_t>(id)] = tok->token_bytes(id);
+    v.special[static_cast<size_t>(id)] = tok->is_special(id) || v.tokens[static_cast<size_t>(id)].empty();
+  }
+  for (int id : model_->eos_ids())
+    if (id >= 0 && id < width) v.stop_tokens.push_back(id);
+  token_masker_ = std::make_unique<TokenMasker>(std::make_unique<PluginLogitsProcessor>(e, v, logits_processor_->options, host_.get()));
+  if (step_engine_) step_engine_->set_token_masker(token_masker_.get());
+  if (baseline_) baseline_->set_token_masker(token_masker_.get());
+}
+
 std::vector<GenerationResult> Session::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
   return step_engine_ ? step_engine_->generate(requests, on_token) : baseline_->generate(requests, on_token);
 }
@@ -230,6 +257,7 @@ Session::~Session() {
   step_engine_.reset();
   drafter_instance_.reset();
   baseline_.reset();
+  token_masker_.reset();
   scheduler_instance_.reset();
   cache_manager_.reset();
   model_.reset();

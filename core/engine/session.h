@@ -54,6 +54,9 @@ class Session {
   const std::optional<SelectedComponent>& scheduler() const { return scheduler_; }
   const std::optional<SelectedComponent>& cache() const { return cache_; }
   const std::optional<SelectedComponent>& drafter() const { return drafter_; }
+  const std::optional<SelectedComponent>& logits_processor() const { return logits_processor_; }
+  // Structured output's processor (null without 'logits_processor:').
+  TokenMasker* token_masker() const { return token_masker_.get(); }
 
  private:
   Session() = default;
@@ -67,6 +70,7 @@ class Session {
   void create_step_engine();
   void attach_drafter();
   void create_baseline();
+  void attach_logits_processor();
 
   // Declaration order is destruction order reversed: the model (holding
   // plugin kernel instances) goes first, the libraries after it.
@@ -79,12 +83,13 @@ class Session {
   ComponentRegistry components_;
   std::unique_ptr<PluginHost> plugins_;
   std::vector<SelectedComponent> passes_;
-  std::optional<SelectedComponent> scheduler_, cache_, drafter_;
+  std::optional<SelectedComponent> scheduler_, cache_, drafter_, logits_processor_;
   PreparedGraphReport report_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<PluginCacheManager> cache_manager_;
   std::unique_ptr<PluginScheduler> scheduler_instance_;
   std::unique_ptr<Drafter> drafter_instance_;
+  std::unique_ptr<TokenMasker> token_masker_;
   std::unique_ptr<StepEngine> step_engine_;
   std::unique_ptr<BaselineGenerator> baseline_;
 };

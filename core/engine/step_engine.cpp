@@ -37,6 +37,7 @@ StepEngine::~StepEngine() {
   if (thread_.joinable()) thread_.join();
   // Requests that never reached the engine thread.
   for (auto& s : incoming_) {
+    if (s->constrained) masker_->end(s->id);
     s->result.finish_reason = FinishReason::Cancelled;
     s->promise.set_value(s->result);
   }
@@ -54,6 +55,8 @@ void StepEngine::validate(const GenerationRequest& r) const {
   SY_CHECK(r.timeout_ms >= 0, "timeout_ms must be >= 0");
   Sampler check(r.sampling);  // throws for bad sampling parameters
   (void)check;
+  SY_CHECK(r.constraint.empty() || masker_, "the request asks for structured output (" << r.constraint.kind
+                                                << ") but this profile has no logits processor ('logits_processor:' in the manifest)");
 }
 
 uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callbacks, std::future<GenerationResult>* result) {
@@ -65,8 +68,25 @@ uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callback
   s->sampler = Sampler(request.sampling);
   s->sampler.set_prompt(request.prompt);
   s->arrival_ms = now_ms();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s->id = next_id_++;
+  }
+  if (!request.constraint.empty()) {
+    // Compiled here, on the submitting thread: a constraint the processor
+    // refuses is the caller's error, thrown like any invalid request.
+    masker_->begin(s->id, request.constraint);
+    s->constrained = true;
+  }
+  struct EndUnlessQueued {
+    TokenMasker* masker;
+    Seq* s;
+    ~EndUnlessQueued() {
+      if (s && s->constrained) masker->end(s->id);
+    }
+  } end_unless_queued{masker_, s.get()};
   if (result) *result = s->promise.get_future();
-  uint64_t id;
+  const uint64_t id = s->id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     SY_CHECK(!stop_, "the engine is shutting down");
@@ -76,7 +96,7 @@ uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callback
     SY_CHECK(options_.max_queue <= 0 || queued < options_.max_queue,
              "the engine has " << queued << " requests queued or running, the limit (limits.max_queue) is " << options_.max_queue);
     ++submitted_;
-    id = s->id = next_id_++;
+    end_unless_queued.s = nullptr;
     incoming_.push_back(std::move(s));
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
@@ -220,6 +240,7 @@ void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
   }
   std::erase(running_, s);
   std::erase(waiting_, s);
+  if (s->constrained) masker_->end(s->id);
   if (drafter_) {
     spec_policy_->forget(s->id);
     try {
@@ -265,9 +286,22 @@ bool StepEngine::step() {
   }
   note_step(batch);
   const SampledRows sampled = sampled_rows(batch);
+  // Masks of the constrained sequences that sample, filled while the
+  // forward runs (the processor only reads what they have accepted).
+  std::vector<Seq*> masked;
+  if (masker_) masked = undrafted_constrained(batch, sampled);
+  std::future<void> masks;
+  if (!masked.empty()) masks = std::async(std::launch::async, [this, &masked] { fill_masks(masked); });
   const double started = now_ms();
   const Tensor logits = forward(batch, sampled.rows);
   const double now = now_ms();
+  if (masks.valid()) {
+    try {
+      masks.get();
+    } catch (const std::exception& e) {
+      for (Seq* s : masked) finish(s, FinishReason::Error, e.what());
+    }
+  }
   if (spec_policy_) {
     int32_t tokens = 0;
     for (const auto& b : batch) tokens += b.tokens;
@@ -276,6 +310,7 @@ bool StepEngine::step() {
   const int64_t V = logits.dim(1);
   for (size_t i = 0; i < batch.size(); ++i) {
     const float* rows = sampled.first[i] >= 0 ? logits.data<float>() + sampled.first[i] * V : nullptr;
+    if (batch[i].seq->finished()) continue;  // its masks failed
     if (!batch[i].seq->drafts.empty()) finish_drafted_step(batch[i].seq, rows, V, now);
     else advance(batch[i], rows, V, now);
   }
@@ -289,6 +324,13 @@ void StepEngine::advance(const Scheduled& b, const float* row, int64_t V, double
   s->computed += b.tokens;
   if (!contained(s, [&] { cache_.commit(s->id, s->tokens.data(), s->computed); })) return;
   if (s->computed < static_cast<int32_t>(s->tokens.size())) return;  // more prompt chunks to go
+  if (s->constrained) {
+    if (!TokenMasker::any_allowed(s->masks.data(), static_cast<int32_t>(V))) {
+      finish(s, FinishReason::Error, masker_->label() + ": the constraint allows no next token");
+      return;
+    }
+    s->sampler.set_mask(s->masks.data());
+  }
   emit(s, s->sampler.sample(row, static_cast<int>(V)), now, row, V);
 }
 
@@ -309,6 +351,7 @@ void StepEngine::note_step(const std::vector<Scheduled>& batch) {
 }
 
 void StepEngine::emit(Seq* s, int tok, double now, const float* row, int64_t vocab) {
+  if (s->constrained && !accept_constrained(s, tok)) return;
   GenerationResult& res = s->result;
   s->sampler.accept(tok);
   if (s->req.sampling.logprobs >= 0) {
@@ -329,6 +372,7 @@ void StepEngine::emit(Seq* s, int tok, double now, const float* row, int64_t voc
   if (stop_id || (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids))) finish(s, FinishReason::Stop);
   else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, FinishReason::Length);
   else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, FinishReason::Context);
+  else if (s->constrained && s->constraint_done) finish(s, FinishReason::Stop);
 }
 
 

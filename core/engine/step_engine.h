@@ -25,6 +25,7 @@
 #include "engine/request.h"
 #include "engine/speculation_policy.h"
 #include "engine/step_metrics.h"
+#include "engine/token_masker.h"
 #include "plugin_host/components.h"
 
 namespace sy {
@@ -89,6 +90,9 @@ class StepEngine {
   // adaptive_length: the speculation policy chooses each sequence's draft
   // length per step (0 when speculating would not pay); false: always max_k.
   void set_drafter(Drafter* drafter, int32_t max_k, bool adaptive_length = true);
+  // Structured output: requests with a constraint are masked by `masker`
+  // (not owned; it outlives the engine). Without one they are refused.
+  void set_token_masker(TokenMasker* masker) { masker_ = masker; }
   // Keep the plan of every step (off by default).
   void record_steps(bool on);
   std::vector<StepRecord> step_records() const;
@@ -136,6 +140,16 @@ class StepEngine {
   // starting at `row`; returns the tokens to emit.
   std::vector<int32_t> verify(Seq* s, const float* logits, int64_t vocab);
   void finish_drafted_step(Seq* s, const float* rows, int64_t vocab, double now);
+  // step_constraints.cpp: structured output. Masks for the constrained
+  // sequences that sample this step (drafted ones: one row per draft
+  // position, drafts the constraint refuses cut off) and the checks after
+  // each emitted token.
+  // Fills s->masks for each draft position and the one after the last kept
+  // draft; returns how many leading drafts the constraint allows.
+  int32_t constrain_drafts(Seq* s, const std::vector<int32_t>& drafts);
+  std::vector<Seq*> undrafted_constrained(const std::vector<Scheduled>& batch, const SampledRows& sampled) const;
+  void fill_masks(const std::vector<Seq*>& seqs);
+  bool accept_constrained(Seq* s, int tok);  // false: s finished (a stop, or an error)
   // row: the logits the token was chosen from (for its logprobs).
   void emit(Seq* s, int tok, double now, const float* row, int64_t vocab);
   void validate(const GenerationRequest& r) const;
@@ -149,6 +163,7 @@ class StepEngine {
   std::string cache_failed_;        // the cache manager's last failed release (its blocks may be lost)
   std::string scheduler_out_;       // why the scheduler is out of service, with no fallback ("" : in service)
   Drafter* drafter_ = nullptr;
+  TokenMasker* masker_ = nullptr;
   int32_t spec_k_ = 0;
   std::unique_ptr<SpeculationPolicy> spec_policy_;  // with a drafter
   StepEngineOptions options_;

@@ -31,6 +31,9 @@ struct StepEngine::Seq {
   std::vector<int32_t> drafts;               // this step's proposals (appended to tokens)
   std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
   bool has_drafted = false;                  // the drafter has seen it (its first proposal also catches up on the prompt)
+  bool constrained = false;                  // structured output: the token masker began it
+  std::vector<uint32_t> masks;               // this step's allowed tokens: a row per sampled position
+  bool constraint_done = false;              // the processor accepted a stop token: nothing may follow
   int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - computed; }
   // A step of `step_tokens` for it is a decode step: one token after its
   // first generated one (not a prompt chunk, not a recompute after preemption).

@@ -72,6 +72,13 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
                                                                      << model_.vocab_size());
     });
     if (!well_formed) continue;
+    if (s->constrained) {
+      // Drafts past the first one the constraint refuses could never be accepted.
+      int32_t allowed = 0;
+      if (!contained(s, [&] { allowed = constrain_drafts(s, d); })) continue;
+      d.resize(static_cast<size_t>(allowed));
+      if (d.empty()) continue;  // decodes plainly; its mask is filled with the others'
+    }
     bool room_for_drafts = false;
     if (!contained(s, [&] { room_for_drafts = cache_.allocate(s->id, static_cast<int32_t>(d.size())); })) continue;
     if (!room_for_drafts) continue;  // no room: decode without drafts
@@ -94,9 +101,15 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
   // Position i is judged as if drafts 0..i-1 had been generated: penalties
   // count them, as plain decoding would have.
   std::vector<int> pending;
+  // Structured output: row i is judged under the mask after drafts 0..i-1.
+  const auto W = s->constrained ? static_cast<size_t>(masker_->words_per_row()) : 0;
+  auto mask_row = [&](size_t i) {
+    if (s->constrained) s->sampler.set_mask(s->masks.data() + i * W);
+  };
   for (size_t i = 0; i < s->drafts.size(); ++i) {
     const float* row = logits + static_cast<int64_t>(i) * V;
     int32_t d = s->drafts[i];
+    mask_row(i);
     if (s->sampler.greedy()) {
       // Greedy: the longest prefix the target would have produced itself.
       int t = s->sampler.greedy_choice(row, n, pending);
@@ -122,6 +135,7 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
     return out;
   }
   // Every draft accepted: a bonus token from the last row.
+  mask_row(s->drafts.size());
   out.push_back(s->sampler.sample(logits + static_cast<int64_t>(s->drafts.size()) * V, n, pending));
   return out;
 }

@@ -22,7 +22,7 @@ struct Manifest::Impl {
 namespace {
 
 const std::set<std::string> kSectionKeys = {"model", "tokenizer", "plugins", "passes", "kernels", "scheduler",
-                                            "cache", "drafter", "threads", "max_context", "simplify",
+                                            "cache", "drafter", "logits_processor", "threads", "max_context", "simplify",
                                             "max_batch_tokens", "max_seqs", "limits", "device"};
 
 struct Ctx {
@@ -229,6 +229,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   optional_component("scheduler", cfg.scheduler);
   optional_component("cache", cfg.cache);
   optional_component("drafter", cfg.drafter);
+  optional_component("logits_processor", cfg.logits_processor);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The manifest: a YAML file naming the model, the plugins, the passes in
-// order with options, the kernel policy, the scheduler, cache manager and
-// drafter, and named profiles that override any of those keys. Paths are
+// order with options, the kernel policy, the scheduler, cache manager,
+// drafter and logits processor, and named profiles that override any of those keys. Paths are
 // relative to the manifest; ${VAR} and ${VAR:-default} expand from the
 // environment; every error names the file, line and key.
 #pragma once
@@ -60,6 +60,9 @@ struct EngineConfig {
   std::vector<PluginSpec> plugins;
   std::vector<ComponentSelection> passes;
   std::optional<ComponentSelection> scheduler, cache, drafter;
+  // Structured output: the processor that masks constrained requests'
+  // logits (in every mode; requests without a constraint never reach it).
+  std::optional<ComponentSelection> logits_processor;
   KernelPolicy kernels;
   int threads = 0;
   // cpu, cuda, cuda:N or auto (CUDA when present). On CUDA, nodes with a CUDA

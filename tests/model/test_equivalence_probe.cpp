@@ -13,7 +13,7 @@ namespace {
 
 EngineConfig config_with(const std::string& model, const std::string& profile) {
   ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
-  EngineConfig c = Manifest::load(test::source_dir() + "/examples/manifests/default.yaml").resolve(profile);
+  EngineConfig c = Manifest::load(SY_DEFAULT_MANIFEST).resolve(profile);
   c.model = model;
   c.threads = 2;
   return c;

@@ -48,7 +48,7 @@ std::string save(const onnx::ModelProto& m, const test::TempDir& dir, const std:
 
 EngineConfig config_for(const std::string& model, const std::string& profile) {
   ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
-  EngineConfig c = Manifest::load(test::source_dir() + "/examples/manifests/default.yaml").resolve(profile);
+  EngineConfig c = Manifest::load(SY_DEFAULT_MANIFEST).resolve(profile);
   c.model = model;
   c.threads = 2;
   return c;

@@ -181,8 +181,9 @@ def test_penalties_change_the_choice_as_documented(folder, client, penalties):
 
 def test_unsupported_fields_are_refused_by_name(client):
     with pytest.raises(BadRequestError) as e:
-        client.chat.completions.create(model=model_id(client), messages=MESSAGES, max_tokens=4, response_format={"type": "json_object"})
-    assert e.value.body["param"] == "response_format"
+        client.chat.completions.create(model=model_id(client), messages=MESSAGES, max_tokens=4,
+                                       extra_body={"guided_decoding_backend": "outlines"})
+    assert e.value.body["param"] == "guided_decoding_backend"
     with pytest.raises(BadRequestError) as e:
         client.completions.create(model=model_id(client), prompt="x", max_tokens=4, logit_bias={"5": 10})
     assert e.value.body["param"] == "logit_bias"

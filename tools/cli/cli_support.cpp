@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -84,6 +85,14 @@ EngineOptions EngineFlags::options() const {
   o.threads = threads;
   o.max_context = max_context;
   return o;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  SY_CHECK(f, path << ": cannot read the file");
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
 }
 
 }  // namespace sy::cli

@@ -24,6 +24,9 @@ std::string find_tokenizer(const std::string& model, const std::string& given);
 
 std::vector<int> parse_ids(const std::string& s);
 
+// The whole file as text; throws naming the path when it cannot be read.
+std::string read_text_file(const std::string& path);
+
 // The default manifest: $SWITCHYARD_DEFAULT_MANIFEST, else share/switchyard/
 // default.yaml beside the binary (build tree) or in its prefix (installed);
 // "" when there is none.

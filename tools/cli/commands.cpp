@@ -15,7 +15,8 @@ namespace sy::cli {
 int cmd_generate(const std::vector<std::string>& args) {
   EngineFlags mf;
   std::string tokenizer_path, prompt_ids, system_prompt, chat_template_file;
-  bool chat = false;
+  std::string json_schema_file, grammar_file, regex;
+  bool chat = false, json_object = false;
   std::vector<std::string> prompts;
   GenerationRequest req;
   bool json = false, ignore_eos = false;
@@ -38,6 +39,10 @@ int cmd_generate(const std::vector<std::string>& args) {
       "presence-penalty", po::value(&req.sampling.presence_penalty)->default_value(0.f), "OpenAI's, [-2, 2]")(
       "frequency-penalty", po::value(&req.sampling.frequency_penalty)->default_value(0.f), "OpenAI's, [-2, 2]")(
       "repetition-penalty", po::value(&req.sampling.repetition_penalty)->default_value(1.f), "Hugging Face's; 1: off")(
+      "json-schema", po::value(&json_schema_file), "structured output: text matching the JSON schema in FILE")(
+      "json-object", po::bool_switch(&json_object), "structured output: any JSON object")(
+      "grammar", po::value(&grammar_file), "structured output: text matching the EBNF/GBNF grammar in FILE (rule 'root')")(
+      "regex", po::value(&regex), "structured output: text matching the regular expression")(
       "json", po::bool_switch(&json), "print one JSON object per prompt");
   auto p = parse(args, d,
                  "usage: switchyard generate (--model M | --manifest F [--profile P]) [--tokenizer T] "
@@ -47,6 +52,12 @@ int cmd_generate(const std::vector<std::string>& args) {
   SY_CHECK(!chat || !prompts.empty(), "--chat needs --prompt (the user message)");
   SY_CHECK(chat || (system_prompt.empty() && chat_template_file.empty()), "--system and --chat-template go with --chat");
   req.stop_at_eos = !ignore_eos;
+  SY_CHECK((!json_schema_file.empty()) + json_object + (!grammar_file.empty()) + (!regex.empty()) <= 1,
+           "give one of --json-schema, --json-object, --grammar and --regex");
+  if (!json_schema_file.empty()) req.constraint = {"json_schema", read_text_file(json_schema_file)};
+  if (json_object) req.constraint = {"json_object", ""};
+  if (!grammar_file.empty()) req.constraint = {"grammar", read_text_file(grammar_file)};
+  if (!regex.empty()) req.constraint = {"regex", regex};
 
   auto engine = Engine::open(mf.options());
   if (!engine->fallback_reason().empty() && !json)

@@ -363,6 +363,10 @@ class Server {
         params.num_stop = static_cast<int32_t>(stops.size());
         params.on_token = on_token;
         params.on_finish = on_finish;
+        if (!s.constraint_kind.empty()) {
+          params.constraint_kind = s.constraint_kind.c_str();
+          params.constraint_spec = s.constraint_spec.c_str();
+        }
         int index = static_cast<int>(p) * s.n + j;
         params.user = new Choice{c, index, std::nullopt};
         {
@@ -383,7 +387,10 @@ class Server {
           // depends on is out of service, no memory): 503, as for overload.
           if (st == SY_API_PLUGIN_FAILURE || st == SY_API_OUT_OF_MEMORY || st == SY_API_SHUTTING_DOWN)
             return send_error(res, {503, msg, "server_error", "", "service_unavailable"});
-          return send_error(res, bad_request(msg, "prompt"));
+          // A constraint the logits processor refused names its field.
+          const bool constraint = !s.constraint_kind.empty() && (msg.find("constraint") != std::string::npos ||
+                                                                 msg.find("structured output") != std::string::npos);
+          return send_error(res, bad_request(msg, constraint ? s.constraint_param : "prompt"));
         }
         reqs.push_back(r);
         prompt_tokens.push_back(static_cast<int>(prompts[p].size()));
@@ -577,6 +584,11 @@ class Server {
     counter("spec_decode_num_drafts", static_cast<double>(m.spec_drafts), "speculative verification steps");
     counter("spec_decode_num_draft_tokens", static_cast<double>(m.spec_draft_tokens), "draft tokens proposed");
     counter("spec_decode_num_accepted_tokens", static_cast<double>(m.spec_accepted_tokens), "draft tokens accepted");
+    counter("structured_output_requests", static_cast<double>(m.constrained_requests), "requests with a response_format, regex or grammar");
+    counter("structured_output_refusals", static_cast<double>(m.constraint_refusals), "constraints the logits processor refused");
+    counter("structured_output_compile_seconds", m.constraint_compile_ms / 1000, "time compiling (or finding cached) grammars");
+    counter("structured_output_mask_seconds", m.constraint_mask_ms / 1000, "time filling token masks");
+    counter("structured_output_masks", static_cast<double>(m.constraint_mask_rows), "token masks filled");
     std::lock_guard<std::mutex> lock(stats_.mu);
     os << "# HELP switchyard:request_success_total finished requests by reason\n# TYPE switchyard:request_success_total counter\n";
     for (const char* r : {"stop", "length", "abort", "error"})

@@ -1,6 +1,7 @@
 #include "request_parsing.h"
 
 #include <limits>
+#include <string_view>
 
 namespace sy::server {
 
@@ -38,12 +39,8 @@ double number_in(const json& body, const char* key, double fallback, double lo, 
 // refused by name rather than silently ignored.
 void refuse_unsupported(const json& body, bool chat) {
   auto refuse = [](const std::string& key, const std::string& why) { throw bad_request("'" + key + "' is not supported: " + why, key); };
-  if (body.contains("response_format") && !body["response_format"].is_null()) {
-    const json& rf = body["response_format"];
-    if (!(rf.is_object() && rf.contains("type") && rf["type"] == "text")) refuse("response_format", "structured output is not implemented yet");
-  }
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs", "guided_decoding_backend"})
-    if (body.contains(key) && !body[key].is_null()) refuse(key, "structured output is not implemented yet");
+  if (body.contains("guided_decoding_backend") && !body["guided_decoding_backend"].is_null())
+    refuse("guided_decoding_backend", "the backend is the manifest's logits processor");
   if (body.contains("logit_bias") && !body["logit_bias"].is_null() && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
     refuse("logit_bias", "logit biases are not implemented");
   if (body.contains("suffix") && !body["suffix"].is_null()) refuse("suffix", "insertion (fill-in-the-middle) is not implemented");
@@ -58,6 +55,82 @@ void refuse_unsupported(const json& body, bool chat) {
     refuse("tool_choice", "forcing a tool call is not implemented (tools are shown to the model through its chat template; its calls come back as text)");
   if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null())
     refuse("reasoning_effort", "give the template's own switch in chat_template_kwargs");
+}
+
+// A regular expression matching exactly one of the strings (vLLM's guided_choice).
+std::string choice_regex(const json& choices, const std::string& param) {
+  if (!choices.is_array() || choices.empty()) throw bad_request("'" + param + "' must be a non-empty list of strings", param);
+  std::string re = "(";
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (!choices[i].is_string()) throw bad_request("'" + param + "' must be a list of strings", param);
+    if (i) re += "|";
+    for (char ch : choices[i].get<std::string>()) {
+      if (std::string_view("\\^$.|?*+()[]{}/").find(ch) != std::string_view::npos) re += '\\';
+      re += ch;
+    }
+  }
+  return re + ")";
+}
+
+// Structured output: OpenAI's response_format, the regex and grammar
+// extension fields, and vLLM's guided_* / structured_outputs spellings. At
+// most one per request.
+void parse_constraint(const json& body, Sampling& s) {
+  auto set = [&](const std::string& param, std::string kind, std::string spec) {
+    if (!s.constraint_param.empty())
+      throw bad_request("'" + param + "' and '" + s.constraint_param + "' both constrain the output: give one", param);
+    s.constraint_param = param;
+    s.constraint_kind = std::move(kind);
+    s.constraint_spec = std::move(spec);
+  };
+  auto text = [&](const json& v, const std::string& param) {
+    if (!v.is_string() || v.get<std::string>().empty()) throw bad_request("'" + param + "' must be a non-empty string", param);
+    return v.get<std::string>();
+  };
+  // A schema as an object, or as JSON text (vLLM accepts both).
+  auto schema = [&](const json& v, const std::string& param) {
+    if (v.is_object()) return v.dump();
+    if (v.is_string()) {
+      const json parsed = json::parse(v.get<std::string>(), nullptr, false);
+      if (parsed.is_object()) return parsed.dump();
+    }
+    throw bad_request("'" + param + "' must be a JSON schema (an object)", param);
+  };
+  if (body.contains("response_format") && !body["response_format"].is_null()) {
+    const json& rf = body["response_format"];
+    const std::string type = rf.is_object() && rf.contains("type") && rf["type"].is_string() ? rf["type"].get<std::string>() : "";
+    if (type == "json_object") {
+      set("response_format", "json_object", "");
+    } else if (type == "json_schema") {
+      if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema"))
+        throw bad_request("response_format of type json_schema needs json_schema.schema", "response_format");
+      set("response_format", "json_schema", schema(rf["json_schema"]["schema"], "response_format.json_schema.schema"));
+    } else if (type != "text") {
+      throw bad_request("response_format.type must be 'text', 'json_object' or 'json_schema'", "response_format");
+    }
+  }
+  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  if (given("regex")) set("regex", "regex", text(body["regex"], "regex"));
+  if (given("grammar")) set("grammar", "grammar", text(body["grammar"], "grammar"));
+  if (given("guided_json")) set("guided_json", "json_schema", schema(body["guided_json"], "guided_json"));
+  if (given("guided_regex")) set("guided_regex", "regex", text(body["guided_regex"], "guided_regex"));
+  if (given("guided_grammar")) set("guided_grammar", "grammar", text(body["guided_grammar"], "guided_grammar"));
+  if (given("guided_choice")) set("guided_choice", "regex", choice_regex(body["guided_choice"], "guided_choice"));
+  if (given("structured_outputs")) {
+    const json& so = body["structured_outputs"];
+    if (!so.is_object()) throw bad_request("'structured_outputs' must be an object", "structured_outputs");
+    for (const auto& [key, v] : so.items()) {
+      if (v.is_null()) continue;
+      const std::string param = "structured_outputs." + key;
+      if (key == "json") set(param, "json_schema", schema(v, param));
+      else if (key == "regex") set(param, "regex", text(v, param));
+      else if (key == "grammar") set(param, "grammar", text(v, param));
+      else if (key == "choice") set(param, "regex", choice_regex(v, param));
+      else if (key == "json_object") {
+        if (v == true) set(param, "json_object", "");
+      } else throw bad_request("'" + param + "' is not supported (json, regex, grammar, choice, json_object)", param);
+    }
+  }
 }
 
 Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits) {
@@ -85,6 +158,7 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
   s.seed = field<int64_t>(body, "seed", -1, "an integer");
   s.stream = field<bool>(body, "stream", false, "a boolean");
   s.ignore_eos = field<bool>(body, "ignore_eos", false, "a boolean");
+  parse_constraint(body, s);
   if (chat) {
     s.logprobs = field<bool>(body, "logprobs", false, "a boolean");
     s.top_logprobs = field<int>(body, "top_logprobs", 0, "an integer");

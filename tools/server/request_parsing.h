@@ -33,6 +33,9 @@ struct Sampling {
   int top_logprobs = 0;     // chat: top_logprobs; completions: the integer logprobs
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // vLLM's extension
+  // Structured output: the engine's constraint kind and spec ("" = none),
+  // and the request field they came from (named in errors).
+  std::string constraint_kind, constraint_spec, constraint_param;
 };
 
 struct RequestLimits {
