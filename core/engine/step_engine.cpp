@@ -308,6 +308,11 @@ bool StepEngine::step() {
     spec_policy_->record_step(tokens, now - started);
   }
   const int64_t V = logits.dim(1);
+  if (masker_ && V != masker_->vocab_size())
+    for (const auto& b : batch)
+      if (b.seq->constrained)
+        finish(b.seq, FinishReason::Error, masker_->label() + " masks " + std::to_string(masker_->vocab_size()) +
+                                               " tokens; the model's logits have " + std::to_string(V));
   for (size_t i = 0; i < batch.size(); ++i) {
     const float* rows = sampled.first[i] >= 0 ? logits.data<float>() + sampled.first[i] * V : nullptr;
     if (batch[i].seq->finished()) continue;  // its masks failed
