@@ -28,8 +28,20 @@ import urllib.request
 import openai
 
 API_KEY = "bench"
-SCHEMA = {"type": "object", "properties": {"title": {"type": "string"}, "story": {"type": "string"}},
-          "required": ["title", "story"]}
+# Decode speed: a string that cannot end within the request's tokens, so
+# constrained and unconstrained requests run the same number of tokens (a
+# random model closes a free string after a few tokens).
+SCHEMA = {"type": "object", "properties": {"story": {"type": "string", "minLength": 4000}}, "required": ["story"]}
+# Time to first token: a schema with some structure to compile (a fresh
+# property name each time makes it new to the cache).
+RICH = {"type": "object", "properties": {
+    "name": {"type": "string", "pattern": "^[A-Z][a-z]{1,12}$"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    "mood": {"enum": ["happy", "sad", "sleepy", "angry"]},
+    "friends": {"type": "array", "maxItems": 5, "items": {"type": "object", "properties": {
+        "name": {"type": "string"}, "since": {"type": "string", "pattern": "^20[0-9]{2}$"}}, "required": ["name"]}},
+    "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}},
+    "required": ["name", "age", "mood"]}
 
 
 def train_tokenizer(path, vocab=32000, seed=0):
@@ -75,6 +87,9 @@ def start_server(cli, model_dir, threads):
     raise RuntimeError("server did not come up")
 
 
+MODEL = None  # the name the server serves (its model folder's)
+
+
 def one(client, tokens, seed, schema=None):
     """Streams one completion: (ttft s, decode tok/s, tokens)."""
     extra = {"ignore_eos": True}
@@ -83,7 +98,7 @@ def one(client, tokens, seed, schema=None):
     t0 = time.perf_counter()
     first = last = None
     chunks = 0
-    stream = client.completions.create(model="m", prompt="Once upon a time", max_tokens=tokens, temperature=1.0, seed=seed,
+    stream = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=tokens, temperature=1.0, seed=seed,
                                        stream=True, stream_options={"include_usage": True}, extra_body=extra)
     n = 0
     for c in stream:
@@ -96,6 +111,8 @@ def one(client, tokens, seed, schema=None):
             last = now
     ttft = (first or time.perf_counter()) - t0
     rate = (n - 1) / (last - first) if n > 1 and last > first else 0.0
+    if schema is SCHEMA:
+        assert n == tokens, f"a constrained request ended after {n} of {tokens} tokens: the rates would not compare"
     return ttft, rate, n
 
 
@@ -126,7 +143,9 @@ def main():
     vocab = train_tokenizer(os.path.join(work, "tokenizer.json"))
     proc, port = start_server(a.cli, work, a.threads)
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY, max_retries=0, timeout=600)
+    global MODEL
     try:
+        MODEL = client.models.list().data[0].id
         one(client, 4, 0)  # warm up the engine
         rows = {}
         for size in (1, 16):
@@ -140,7 +159,7 @@ def main():
             rows[f"batch{size}"]["ratio"] = rows[f"batch{size}"]["constrained_tok_s"] / rows[f"batch{size}"]["unconstrained_tok_s"]
         cold, warm = [], []
         for i in range(a.rounds + 2):
-            schema = dict(SCHEMA, properties=dict(SCHEMA["properties"], **{f"field{i}": {"type": "integer"}}))
+            schema = dict(RICH, properties=dict(RICH["properties"], **{f"field{i}": {"type": "integer"}}))
             cold.append(one(client, 1, i, schema)[0])
             warm.append(one(client, 1, i, schema)[0])
         plain_ttft = [one(client, 1, i)[0] for i in range(a.rounds + 2)]
