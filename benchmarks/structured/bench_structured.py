@@ -157,14 +157,27 @@ def main():
             rows[f"batch{size}"] = {"unconstrained_tok_s": statistics.median(plain),
                                     "constrained_tok_s": statistics.median(constrained)}
             rows[f"batch{size}"]["ratio"] = rows[f"batch{size}"]["constrained_tok_s"] / rows[f"batch{size}"]["unconstrained_tok_s"]
-        cold, warm = [], []
+        def compile_seconds():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("switchyard:structured_output_compile_seconds_total"):
+                        return float(line.split()[1])
+            return 0.0
+
+        cold, warm, cold_compile, warm_compile = [], [], [], []
         for i in range(a.rounds + 2):
             schema = dict(RICH, properties=dict(RICH["properties"], **{f"field{i}": {"type": "integer"}}))
+            c0 = compile_seconds()
             cold.append(one(client, 1, i, schema)[0])
+            c1 = compile_seconds()
             warm.append(one(client, 1, i, schema)[0])
+            c2 = compile_seconds()
+            cold_compile.append(c1 - c0)
+            warm_compile.append(c2 - c1)
         plain_ttft = [one(client, 1, i)[0] for i in range(a.rounds + 2)]
         rows["ttft_ms"] = {"unconstrained": 1000 * statistics.median(plain_ttft), "cold_grammar": 1000 * statistics.median(cold),
                            "warm_grammar": 1000 * statistics.median(warm)}
+        rows["compile_ms"] = {"cold_grammar": 1000 * statistics.median(cold_compile), "warm_grammar": 1000 * statistics.median(warm_compile)}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
             metrics = r.read().decode()
         rows["server_metrics"] = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
@@ -180,6 +193,8 @@ def main():
         print(f"batch {size:<4} {r['unconstrained_tok_s']:>20.1f} {r['constrained_tok_s']:>18.1f} {r['ratio']:>7.3f}")
     t = rows["ttft_ms"]
     print(f"TTFT ms: unconstrained {t['unconstrained']:.1f}, cold grammar {t['cold_grammar']:.1f}, warm grammar {t['warm_grammar']:.1f}")
+    c = rows["compile_ms"]
+    print(f"grammar compile ms (server): cold {c['cold_grammar']:.2f}, warm (cache hit) {c['warm_grammar']:.2f}")
     with open(a.out, "w") as f:
         json.dump(rows, f, indent=2)
     print("wrote", a.out)
