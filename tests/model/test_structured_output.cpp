@@ -142,7 +142,7 @@ thing ::= [a-z]+)";
   }
 }
 
-TEST(StructuredOutput, PromptLookupSpeculationKeepsConstrainedGreedyOutputs) {
+TEST(StructuredOutput, SpeculationKeepsConstrainedGreedyOutputs) {
   auto tok = stories_tokenizer();
   // Prompts that contain JSON the constrained output repeats: the lookup
   // drafter proposes from them.
@@ -157,6 +157,12 @@ TEST(StructuredOutput, PromptLookupSpeculationKeepsConstrainedGreedyOutputs) {
   auto spec = Session::create(lookup);
   auto expected = plain->generate(batch);
   auto got = spec->generate(batch);
+  // A draft model (random weights, the same vocabulary): its drafts break
+  // the constraint often, so the cut at the first refused draft is exercised.
+  EngineConfig draft = with_grammar(paged_config("stories260K", "paged", {{"block_size", "4"}}));
+  test::set_drafter(draft, "draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "3"}});
+  auto drafted = Session::create(draft)->generate(batch);
+  for (size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(drafted[i].tokens, expected[i].tokens) << "draft model, request " << i;
   for (size_t i = 0; i < batch.size(); ++i) {
     EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i << ": " << text_of(*tok, got[i]) << " vs " << text_of(*tok, expected[i]);
     expect_schema_holds(text_of(*tok, got[i]));
