@@ -94,8 +94,9 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
   for (const auto& req : batch) {
     validate(req.prompt);
     SY_CHECK(req.max_tokens >= 0, "max_tokens must be >= 0, got " << req.max_tokens);
-    SY_CHECK(req.constraint.empty() || masker_, "the request asks for structured output (" << req.constraint.kind
-                                                    << ") but this profile has no logits processor ('logits_processor:' in the manifest)");
+    SY_CHECK(req.constraint.empty() || masker_, "the request asks for structured output (" << req.constraint.kind << ") but "
+                                                    << (no_masker_.empty() ? "this profile has no logits processor ('logits_processor:' in the manifest)"
+                                                                           : no_masker_));
     longest = std::max(longest, req.prompt.size());
   }
   // Structured output: each constrained row's processor state, ended however

@@ -23,7 +23,10 @@ class BaselineGenerator {
 
   // Structured output: requests with a constraint are masked by `masker`
   // (not owned; it outlives the generator). Without one they are refused.
-  void set_token_masker(TokenMasker* masker) { masker_ = masker; }
+  void set_token_masker(TokenMasker* masker, std::string unavailable = {}) {
+    masker_ = masker;
+    no_masker_ = std::move(unavailable);
+  }
 
   // Logits [vocab] at the last prompt position of one unpadded prompt.
   std::vector<float> last_logits(const std::vector<int>& prompt);
@@ -37,6 +40,7 @@ class BaselineGenerator {
   DecoderModel& model_;
   int pad_id_;
   TokenMasker* masker_ = nullptr;
+  std::string no_masker_;  // why there is no masker ("" : none was selected)
   uint64_t next_constrained_ = 1;  // ids the masker knows a generate call's requests by
 };
 

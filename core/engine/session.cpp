@@ -225,8 +225,13 @@ void Session::create_baseline() {
 void Session::attach_logits_processor() {
   const ComponentEntry& e = *logits_processor_->entry;
   const std::string tok_path = !config_.tokenizer.empty() ? config_.tokenizer : find_tokenizer_beside(config_.model);
-  SY_CHECK(!tok_path.empty(), e.label() << " needs the model's tokenizer: none beside " << config_.model
-                                        << " (set 'tokenizer:' in the manifest)");
+  if (tok_path.empty()) {
+    // The model still runs; only constrained requests are refused, saying why.
+    const std::string why = e.label() + " needs the model's tokenizer: none beside " + config_.model + " (set 'tokenizer:' in the manifest)";
+    if (step_engine_) step_engine_->set_token_masker(nullptr, why);
+    if (baseline_) baseline_->set_token_masker(nullptr, why);
+    return;
+  }
   const std::unique_ptr<Tokenizer> tok = load_tokenizer(tok_path);
   const int64_t width = model_->vocab_size() > 0 ? model_->vocab_size() : tok->vocab_size();
   VocabBytes v;

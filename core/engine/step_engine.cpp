@@ -55,8 +55,9 @@ void StepEngine::validate(const GenerationRequest& r) const {
   SY_CHECK(r.timeout_ms >= 0, "timeout_ms must be >= 0");
   Sampler check(r.sampling);  // throws for bad sampling parameters
   (void)check;
-  SY_CHECK(r.constraint.empty() || masker_, "the request asks for structured output (" << r.constraint.kind
-                                                << ") but this profile has no logits processor ('logits_processor:' in the manifest)");
+  SY_CHECK(r.constraint.empty() || masker_, "the request asks for structured output (" << r.constraint.kind << ") but "
+                                                << (no_masker_.empty() ? "this profile has no logits processor ('logits_processor:' in the manifest)"
+                                                                       : no_masker_));
 }
 
 uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callbacks, std::future<GenerationResult>* result) {

@@ -17,6 +17,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -91,8 +92,12 @@ class StepEngine {
   // length per step (0 when speculating would not pay); false: always max_k.
   void set_drafter(Drafter* drafter, int32_t max_k, bool adaptive_length = true);
   // Structured output: requests with a constraint are masked by `masker`
-  // (not owned; it outlives the engine). Without one they are refused.
-  void set_token_masker(TokenMasker* masker) { masker_ = masker; }
+  // (not owned; it outlives the engine). Without one they are refused, with
+  // `unavailable` as the reason when given.
+  void set_token_masker(TokenMasker* masker, std::string unavailable = {}) {
+    masker_ = masker;
+    no_masker_ = std::move(unavailable);
+  }
   // Keep the plan of every step (off by default).
   void record_steps(bool on);
   std::vector<StepRecord> step_records() const;
@@ -164,6 +169,7 @@ class StepEngine {
   std::string scheduler_out_;       // why the scheduler is out of service, with no fallback ("" : in service)
   Drafter* drafter_ = nullptr;
   TokenMasker* masker_ = nullptr;
+  std::string no_masker_;  // why there is no masker ("" : none was selected)
   int32_t spec_k_ = 0;
   std::unique_ptr<SpeculationPolicy> spec_policy_;  // with a drafter
   StepEngineOptions options_;

@@ -171,6 +171,7 @@ nlohmann::json Engine::describe() const {
   j["scheduler"] = component_json(session.scheduler());
   j["cache"] = component_json(session.cache());
   j["drafter"] = component_json(session.drafter());
+  j["logits_processor"] = component_json(session.logits_processor());
   j["step_engine"] = session.step_engine() != nullptr;
   if (!session.fallback_reason().empty()) j["fallback"] = session.fallback_reason();
   nlohmann::json stages = nlohmann::json::array();

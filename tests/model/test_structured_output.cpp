@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -189,6 +190,24 @@ TEST(StructuredOutput, RefusedConstraintsNameTheProblem) {
 
   auto none = Session::create(paged_config("stories260K", "paged", {{"block_size", "4"}}));
   EXPECT_HAS(test::error_of([&] { none->generate({constrained(*tok, "Once", {"json_object", ""})}); }), "has no logits processor");
+}
+
+TEST(StructuredOutput, AModelWithoutATokenizerRunsAndRefusesOnlyConstrainedRequests) {
+  // The default manifest selects the processor for every model; one without
+  // a tokenizer must still load and serve plain requests.
+  test::TempDir dir;
+  const auto bare = dir.path / "model.onnx";
+  std::filesystem::copy_file(test::model_path("stories260K.onnx"), bare);
+  EngineConfig c = with_grammar(paged_config("stories260K", "paged", {{"block_size", "4"}}));
+  c.model = bare.string();
+  auto s = Session::create(c);
+  GenerationRequest plain;
+  plain.prompt = {1, 403, 407, 261, 378};
+  plain.max_tokens = 8;
+  EXPECT_EQ(s->generate({plain})[0].tokens.size(), 8u);
+  GenerationRequest constrained_req = plain;
+  constrained_req.constraint = {"json_object", ""};
+  EXPECT_HAS(test::error_of([&] { s->generate({constrained_req}); }), "needs the model's tokenizer: none beside");
 }
 
 }  // namespace

@@ -69,8 +69,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
   const std::map<std::string, std::string> defaults = {
       {"scheduler", stepped ? "built-in FCFS with chunked prefill (step engine)" : "static batch (baseline mode)"},
       {"cache", "none (baseline mode: past/present KV tensors of the graph)"},
-      {"drafter", "none"}};
-  for (const char* key : {"scheduler", "cache", "drafter"})
+      {"drafter", "none"},
+      {"logits_processor", "none (structured output refused)"}};
+  for (const char* key : {"scheduler", "cache", "drafter", "logits_processor"})
     std::printf("%-10s %s\n", key, j[key].is_null() ? defaults.at(key).c_str()
                                                        : (j[key]["name"].get<std::string>() + " (" + j[key]["provider"].get<std::string>() + ")").c_str());
   std::printf("nodes: %zu imported, %zu planned\n", j["nodes_imported"].get<size_t>(), j["nodes_planned"].get<size_t>());
