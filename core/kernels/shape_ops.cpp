@@ -59,17 +59,20 @@ class ReshapeKernel : public Kernel {
         d = 1;
       } else {
         SY_CHECK(d >= 0, "Reshape: invalid dimension " << d);
-        known *= d;
+        // A hostile target shape must not overflow the element count.
+        SY_CHECK(!__builtin_mul_overflow(known, d, &known), "Reshape: the target shape " << Shape(req).str() << " has more than 2^63 elements");
       }
       out.push_back(d);
     }
+    int64_t total = known;
     if (infer >= 0) {
       SY_CHECK(known != 0 && x.numel() % known == 0,
                "Reshape: cannot infer -1 reshaping " << x.shape().str() << " to " << Shape(req).str());
       out[infer] = x.numel() / known;
+      total = known * out[infer];
     }
-    SY_CHECK(out.numel() == x.numel(), "Reshape: " << x.shape().str() << " has " << x.numel()
-                                                   << " elements, target " << Shape(req).str() << " has " << out.numel());
+    SY_CHECK(total == x.numel(), "Reshape: " << x.shape().str() << " has " << x.numel()
+                                             << " elements, target " << Shape(req).str() << " has " << total);
     ctx.set_output(0, x.reshaped(out));
   }
 
