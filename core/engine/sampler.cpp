@@ -54,7 +54,7 @@ const float* Sampler::penalize(const float* logits, int n, const std::vector<int
   penalized_.assign(logits, logits + n);
   if (mask_) {
     for (int t = 0; t < n; ++t)
-      if (!((mask_[t >> 5] >> (t & 31)) & 1u)) penalized_[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+      if (!mask_allows(mask_, t)) penalized_[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
   }
   if (!p_.penalized()) return penalized_.data();
   std::unordered_map<int, int> counts = generated_;

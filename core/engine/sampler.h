@@ -55,6 +55,10 @@ struct TokenLogprobs {
 };
 TokenLogprobs token_logprobs(const float* logits, int n, int token, int top);
 
+// Whether a token mask (structured output: bit t % 32 of word t / 32) allows
+// token t. The one place the mask layout is read.
+inline bool mask_allows(const uint32_t* mask, int t) { return (mask[t >> 5] >> (t & 31)) & 1u; }
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);

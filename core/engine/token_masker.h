@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/sampler.h"
 #include "plugin_host/components.h"
 
 namespace sy {
@@ -40,7 +41,7 @@ class TokenMasker {
   bool terminated(uint64_t seq);             // a stop token was accepted: nothing may follow
   void end(uint64_t seq) noexcept;           // errors are dropped: the request is over
 
-  static bool allowed(const uint32_t* row, int32_t token) { return (row[token >> 5] >> (token & 31)) & 1u; }
+  static bool allowed(const uint32_t* row, int32_t token) { return mask_allows(row, token); }
   // Whether the row allows any of the first n tokens.
   static bool any_allowed(const uint32_t* row, int32_t n);
   ConstraintMetrics metrics() const;

@@ -192,6 +192,31 @@ TEST(StructuredOutput, RefusedConstraintsNameTheProblem) {
   EXPECT_HAS(test::error_of([&] { none->generate({constrained(*tok, "Once", {"json_object", ""})}); }), "has no logits processor");
 }
 
+// The same on real exports with a byte-level BPE tokenizer.json (not only
+// stories260K's llama2.c pieces): the graph as exported and fused over paged
+// blocks, a JSON schema and a regex, greedy outputs equal across the modes.
+TEST(StructuredOutput, HoldsOnRealExportsWithTokenizerJson) {
+  for (const char* m : {"qwen2-torchscript", "mistral-torchscript"}) {
+    const std::string dir = test::source_dir() + "/tests/models/real/" + m;
+    auto tok = load_tokenizer(dir + "/tokenizer.json");
+    std::vector<GenerationRequest> batch = {constrained(*tok, "Once upon a time", {"json_schema", kSchema}),
+                                            constrained(*tok, "Hello", {"regex", "(yes|no), [a-z]{2,8}\\."})};
+    std::vector<std::vector<int>> first;
+    for (const char* cache : {"", "paged"}) {
+      EngineConfig c = with_grammar(paged_config("stories260K", cache, {{"block_size", "4"}}));
+      c.model = dir;
+      auto out = Session::create(c)->generate(batch);
+      expect_schema_holds(text_of(*tok, out[0]));
+      EXPECT_TRUE(matches(text_of(*tok, out[1]), {"yes, ", "no, "}, 2, 8, ".")) << m << ": " << text_of(*tok, out[1]);
+      if (first.empty()) {
+        for (const auto& r : out) first.push_back(r.tokens);
+      } else {
+        for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].tokens, first[i]) << m << " request " << i;
+      }
+    }
+  }
+}
+
 TEST(StructuredOutput, AModelWithoutATokenizerRunsAndRefusesOnlyConstrainedRequests) {
   // The default manifest selects the processor for every model; one without
   // a tokenizer must still load and serve plain requests.
