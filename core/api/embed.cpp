@@ -8,6 +8,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <dlfcn.h>
+#include <filesystem>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -17,6 +19,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/model_io.h"
+#include "engine/kv_events.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -164,19 +167,81 @@ struct RequestState {
 
 }  // namespace
 
+// A tokenizer with its chat template: an engine's, or one opened on its own
+// (sy_tokenizer_open) by a router or an ingress that runs no model.
+struct sy_tokenizer {
+  std::unique_ptr<sy::Tokenizer> tokenizer;  // null: the engine has none
+  std::optional<sy::ChatTemplate> chat_template;
+  std::string path;  // the tokenizer file ("" if none)
+  std::string where; // what error messages name when there is no template
+};
+
 struct sy_engine {
   std::unique_ptr<sy::Session> session;
-  std::unique_ptr<sy::Tokenizer> tokenizer;
-  std::string tokenizer_path, model_path;
+  sy_tokenizer tok;
+  std::string model_path;
   std::string model_name;
-  std::optional<sy::ChatTemplate> chat_template;
   std::string sampling_defaults = "{}";  // JSON
+  // sy_kv_events_poll's last batch, which the returned pointers point into.
+  std::vector<sy::KvEvent> polled_events;
+  std::vector<sy_kv_event> polled_structs;
+  std::vector<const sy_kv_event*> polled_pointers;
 };
 
 struct sy_request {
   std::shared_ptr<RequestState> state;
   std::string snapshot;  // what sy_request_text last returned
 };
+
+namespace {
+
+sy_api_status chat_render(const sy_tokenizer* tk, const char* fn, const char* request_json, char* text, int64_t capacity,
+                          int64_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!tk || !request_json || !length || capacity < 0 || (capacity > 0 && !text))
+      return fail(SY_API_INVALID_ARGUMENT, std::string(fn) + ": engine, request_json, length (and text when capacity > 0) are required");
+    if (!tk->chat_template) return fail(SY_API_UNSUPPORTED, std::string(fn) + ": " + tk->where + " has no chat template");
+    nlohmann::ordered_json r;
+    try {
+      r = nlohmann::ordered_json::parse(request_json);  // ordered: templates see keys as written
+    } catch (const std::exception& e) {
+      return fail(SY_API_INVALID_ARGUMENT, std::string(fn) + ": request_json" + std::string(" is not JSON: ") + e.what());
+    }
+    if (!r.is_object() || !r.contains("messages") || !r["messages"].is_array())
+      return fail(SY_API_INVALID_ARGUMENT, std::string(fn) + ": request_json must be an object with a 'messages' list");
+    // A key the renderer would not use is refused, not dropped (a caller
+    // expecting it to change the prompt would get a silently different one).
+    static const char* const known[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                                        "chat_template_kwargs"};
+    for (const auto& item : r.items()) {
+      const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
+      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
+        return fail(SY_API_INVALID_ARGUMENT, std::string(fn) + ": unknown key '" + key +
+                                                 "' (known: messages, tools, documents, add_generation_prompt, "
+                                                 "continue_final_message, chat_template_kwargs)");
+    }
+    sy::ChatRequest cr;
+    cr.messages = r["messages"];
+    if (r.contains("tools")) cr.tools = r["tools"];
+    if (r.contains("documents")) cr.documents = r["documents"];
+    auto flag = [&](const char* key, bool fallback) {
+      if (!r.contains(key) || r[key].is_null()) return fallback;
+      SY_CHECK(r[key].is_boolean(), fn << ": '" << key << "' must be true or false");
+      return r[key].get<bool>();
+    };
+    cr.add_generation_prompt = flag("add_generation_prompt", true);
+    cr.continue_final_message = flag("continue_final_message", false);
+    if (r.contains("chat_template_kwargs") && !r["chat_template_kwargs"].is_null()) {
+      SY_CHECK(r["chat_template_kwargs"].is_object(), fn << ": 'chat_template_kwargs' must be an object");
+      cr.extra = r["chat_template_kwargs"];
+    }
+    const std::string out = tk->chat_template->apply(cr);
+    *length = static_cast<int64_t>(out.size());
+    if (capacity > 0) std::memcpy(text, out.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+}  // namespace
 
 extern "C" {
 
@@ -185,8 +250,17 @@ const char* sy_last_error(void) { return t_error.c_str(); }
 sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** out) {
   return guarded([&]() -> sy_api_status {
     if (!out) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: out is required");
-    const sy_engine_options o = read_struct(options_in, SY_SIZE_THROUGH(sy_engine_options, threads), "sy_engine_create: options");
-    if (!o.manifest) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options.manifest is required");
+    sy_engine_options o = read_struct(options_in, SY_SIZE_THROUGH(sy_engine_options, threads), "sy_engine_create: options");
+    std::string manifest = o.manifest ? o.manifest : "";
+    if (manifest.empty()) {
+      // 1.5: the default manifest serves any model, which must then be named.
+      if (!o.model) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_create: options.manifest or options.model is required");
+      manifest = sy_default_manifest();
+      if (manifest.empty())
+        return fail(SY_API_NOT_FOUND, "sy_engine_create: no options.manifest, and no default manifest is installed beside the "
+                                      "library (share/switchyard/default.yaml)");
+    }
+    o.manifest = manifest.c_str();
     sy::EngineConfig cfg = sy::Manifest::load(o.manifest).resolve(o.profile ? o.profile : "");
     if (o.model) cfg.model = o.model;
     if (o.threads > 0) cfg.threads = o.threads;
@@ -198,14 +272,15 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
                                                "select a cache manager ('cache:') and the attention-fusion pass");
     if (o.tokenizer) cfg.tokenizer = o.tokenizer;
     std::string tok = cfg.tokenizer.empty() ? sy::find_tokenizer_beside(cfg.model) : cfg.tokenizer;
-    if (!tok.empty()) e->tokenizer = sy::load_tokenizer(tok);
-    e->tokenizer_path = tok;
+    if (!tok.empty()) e->tok.tokenizer = sy::load_tokenizer(tok);
+    e->tok.path = tok;
     e->model_path = e->session->model().path();
+    e->tok.where = e->model_path;
     // The chat template: the one asked for, else the tokenizer's folder's,
     // else the model folder's.
-    if (o.chat_template) e->chat_template = sy::ChatTemplate::from_file(o.chat_template);
-    if (!e->chat_template && !tok.empty()) e->chat_template = sy::ChatTemplate::from_model_dir(tok);
-    if (!e->chat_template) e->chat_template = sy::ChatTemplate::from_model_dir(e->model_path);
+    if (o.chat_template) e->tok.chat_template = sy::ChatTemplate::from_file(o.chat_template);
+    if (!e->tok.chat_template && !tok.empty()) e->tok.chat_template = sy::ChatTemplate::from_model_dir(tok);
+    if (!e->tok.chat_template) e->tok.chat_template = sy::ChatTemplate::from_model_dir(e->model_path);
     const sy::SamplingDefaults d = sy::model_sampling_defaults(e->model_path);
     nlohmann::ordered_json defaults = nlohmann::ordered_json::object();
     // The decimal the file wrote (0.6, not the float's 0.6000000238...).
@@ -239,67 +314,25 @@ const char* sy_engine_model_name(const sy_engine* engine) { return engine ? engi
 int32_t sy_engine_max_context(const sy_engine* engine) {
   return engine ? static_cast<int32_t>(engine->session->model().max_context()) : 0;
 }
-int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tokenizer ? 1 : 0; }
+int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tok.tokenizer ? 1 : 0; }
 const char* sy_engine_model_path(const sy_engine* engine) { return engine ? engine->model_path.c_str() : ""; }
 const char* sy_engine_chat_template_name(const sy_engine* engine) {
-  return engine && engine->chat_template ? engine->chat_template->name().c_str() : "";
+  return engine && engine->tok.chat_template ? engine->tok.chat_template->name().c_str() : "";
 }
 const char* sy_engine_sampling_defaults(const sy_engine* engine) { return engine ? engine->sampling_defaults.c_str() : "{}"; }
 
 sy_api_status sy_chat_render(const sy_engine* engine, const char* request_json, char* text, int64_t capacity, int64_t* length) {
-  return guarded([&]() -> sy_api_status {
-    if (!engine || !request_json || !length || capacity < 0 || (capacity > 0 && !text))
-      return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: engine, request_json, length (and text when capacity > 0) are required");
-    if (!engine->chat_template) return fail(SY_API_UNSUPPORTED, "sy_chat_render: " + engine->model_path + " has no chat template");
-    nlohmann::ordered_json r;
-    try {
-      r = nlohmann::ordered_json::parse(request_json);  // ordered: templates see keys as written
-    } catch (const std::exception& e) {
-      return fail(SY_API_INVALID_ARGUMENT, std::string("sy_chat_render: request_json is not JSON: ") + e.what());
-    }
-    if (!r.is_object() || !r.contains("messages") || !r["messages"].is_array())
-      return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: request_json must be an object with a 'messages' list");
-    // A key the renderer would not use is refused, not dropped (a caller
-    // expecting it to change the prompt would get a silently different one).
-    static const char* const known[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
-                                        "chat_template_kwargs"};
-    for (const auto& item : r.items()) {
-      const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
-      if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
-        return fail(SY_API_INVALID_ARGUMENT, "sy_chat_render: unknown key '" + key +
-                                                 "' (known: messages, tools, documents, add_generation_prompt, "
-                                                 "continue_final_message, chat_template_kwargs)");
-    }
-    sy::ChatRequest cr;
-    cr.messages = r["messages"];
-    if (r.contains("tools")) cr.tools = r["tools"];
-    if (r.contains("documents")) cr.documents = r["documents"];
-    auto flag = [&](const char* key, bool fallback) {
-      if (!r.contains(key) || r[key].is_null()) return fallback;
-      SY_CHECK(r[key].is_boolean(), "sy_chat_render: '" << key << "' must be true or false");
-      return r[key].get<bool>();
-    };
-    cr.add_generation_prompt = flag("add_generation_prompt", true);
-    cr.continue_final_message = flag("continue_final_message", false);
-    if (r.contains("chat_template_kwargs") && !r["chat_template_kwargs"].is_null()) {
-      SY_CHECK(r["chat_template_kwargs"].is_object(), "sy_chat_render: 'chat_template_kwargs' must be an object");
-      cr.extra = r["chat_template_kwargs"];
-    }
-    const std::string out = engine->chat_template->apply(cr);
-    *length = static_cast<int64_t>(out.size());
-    if (capacity > 0) std::memcpy(text, out.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
-    return static_cast<sy_api_status>(SY_API_OK);
-  });
+  return chat_render(engine ? &engine->tok : nullptr, "sy_chat_render", request_json, text, capacity, length);
 }
-const char* sy_engine_tokenizer_path(const sy_engine* engine) { return engine ? engine->tokenizer_path.c_str() : ""; }
+const char* sy_engine_tokenizer_path(const sy_engine* engine) { return engine ? engine->tok.path.c_str() : ""; }
 
 sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char* text, int32_t capacity, int32_t* length) {
   return guarded([&]() -> sy_api_status {
     if (!engine || !length || (capacity > 0 && !text)) return fail(SY_API_INVALID_ARGUMENT, "sy_token_text: engine and length are required");
-    if (!engine->tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
-    if (token < 0 || token >= engine->tokenizer->vocab_size())
+    if (!engine->tok.tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
+    if (token < 0 || token >= engine->tok.tokenizer->vocab_size())
       return fail(SY_API_INVALID_ARGUMENT, "token " + std::to_string(token) + " is outside the tokenizer's vocabulary");
-    const std::string piece = engine->tokenizer->decode({token}, false);
+    const std::string piece = engine->tok.tokenizer->decode({token}, false);
     *length = static_cast<int32_t>(piece.size());
     if (capacity > 0) std::memcpy(text, piece.data(), std::min<size_t>(piece.size(), static_cast<size_t>(capacity)));
     return static_cast<sy_api_status>(SY_API_OK);
@@ -310,8 +343,8 @@ sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add
                           int32_t* count) {
   return guarded([&]() -> sy_api_status {
     if (!engine || !text || !count) return fail(SY_API_INVALID_ARGUMENT, "sy_tokenize: engine, text and count are required");
-    if (!engine->tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
-    auto v = engine->tokenizer->encode(text, add_bos != 0);
+    if (!engine->tok.tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
+    auto v = engine->tok.tokenizer->encode(text, add_bos != 0);
     *count = static_cast<int32_t>(v.size());
     for (int32_t i = 0; i < capacity && i < *count; ++i) ids[i] = v[static_cast<size_t>(i)];
     return static_cast<sy_api_status>(SY_API_OK);
@@ -325,9 +358,9 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     const sy_request_params* p = &params;
     sy::GenerationRequest req;
     if (p->prompt_text) {
-      if (!engine->tokenizer) return fail(SY_API_INVALID_ARGUMENT, "prompt_text needs a tokenizer; give prompt_ids");
+      if (!engine->tok.tokenizer) return fail(SY_API_INVALID_ARGUMENT, "prompt_text needs a tokenizer; give prompt_ids");
       if (!*p->prompt_text) return fail(SY_API_INVALID_ARGUMENT, "the prompt is empty");
-      req.prompt = engine->tokenizer->encode(p->prompt_text, true);
+      req.prompt = engine->tok.tokenizer->encode(p->prompt_text, true);
     } else {
       if (!p->prompt_ids || p->num_prompt_ids <= 0) return fail(SY_API_INVALID_ARGUMENT, "the prompt is empty");
       req.prompt.assign(p->prompt_ids, p->prompt_ids + p->num_prompt_ids);
@@ -386,7 +419,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     auto st = std::make_shared<RequestState>();
     st->engine = engine->session->step_engine();
     // Streamed text leaves special tokens out (end-of-sequence among them).
-    if (engine->tokenizer) st->decoder = std::make_unique<sy::StreamDecoder>(*engine->tokenizer, req.prompt, true);
+    if (engine->tok.tokenizer) st->decoder = std::make_unique<sy::StreamDecoder>(*engine->tok.tokenizer, req.prompt, true);
     for (int32_t i = 0; i < p->num_stop; ++i)
       if (p->stop && p->stop[i] && *p->stop[i]) st->stops.emplace_back(p->stop[i]);
     st->on_token = p->on_token;
@@ -558,5 +591,180 @@ sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
     return static_cast<sy_api_status>(SY_API_OK);
   });
 }
+
+// ---- 1.5
+
+const char* sy_default_manifest(void) {
+  static const std::string path = [] {
+    try {
+      // Whichever file holds this code (libswitchyard.so in lib/, or a
+      // program linking the core in bin/): its ../share/switchyard.
+      Dl_info info{};
+      if (!dladdr(reinterpret_cast<void*>(&sy_default_manifest), &info) || !info.dli_fname) return std::string();
+      std::error_code ec;
+      const std::filesystem::path lib = std::filesystem::canonical(info.dli_fname, ec);
+      if (ec) return std::string();
+      const std::filesystem::path m = lib.parent_path().parent_path() / "share" / "switchyard" / "default.yaml";
+      return std::filesystem::exists(m, ec) ? m.string() : std::string();
+    } catch (...) {
+      return std::string();
+    }
+  }();
+  return path.c_str();
+}
+
+int32_t sy_engine_vocab_size(const sy_engine* engine) {
+  return engine ? static_cast<int32_t>(std::max<int64_t>(engine->session->model().vocab_size(), 0)) : 0;
+}
+
+sy_api_status sy_logits(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !ids || num_ids <= 0 || !out) return fail(SY_API_INVALID_ARGUMENT, "sy_logits: engine, ids (num_ids > 0) and out are required");
+    const std::vector<int> prompt(ids, ids + num_ids);
+    const sy::Tensor logits = engine->session->step_engine()->prompt_logits(prompt);
+    const int64_t n = logits.dim(0) * logits.dim(1);
+    if (capacity < n)
+      return fail(SY_API_INVALID_ARGUMENT, "sy_logits: out holds " + std::to_string(capacity) + " floats; the logits are " +
+                                               std::to_string(logits.dim(0)) + " x " + std::to_string(logits.dim(1)));
+    std::memcpy(out, logits.data<float>(), static_cast<size_t>(n) * sizeof(float));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_tokenizer_open(const char* path, const char* chat_template, sy_tokenizer** out) {
+  return guarded([&]() -> sy_api_status {
+    if (!path || !*path || !out) return fail(SY_API_INVALID_ARGUMENT, "sy_tokenizer_open: path and out are required");
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return fail(SY_API_NOT_FOUND, std::string("sy_tokenizer_open: ") + path + " does not exist");
+    auto t = std::make_unique<sy_tokenizer>();
+    t->tokenizer = sy::load_tokenizer(path);
+    t->path = path;
+    t->where = path;
+    if (chat_template) t->chat_template = sy::ChatTemplate::from_file(chat_template);
+    if (!t->chat_template) t->chat_template = sy::ChatTemplate::from_model_dir(path);
+    *out = t.release();
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+void sy_tokenizer_close(sy_tokenizer* tokenizer) { delete tokenizer; }
+
+const sy_tokenizer* sy_engine_tokenizer(const sy_engine* engine) {
+  return engine && engine->tok.tokenizer ? &engine->tok : nullptr;
+}
+
+int32_t sy_tokenizer_vocab_size(const sy_tokenizer* tokenizer) {
+  return tokenizer && tokenizer->tokenizer ? tokenizer->tokenizer->vocab_size() : 0;
+}
+
+sy_api_status sy_tokenizer_encode(const sy_tokenizer* tokenizer, const char* text, int32_t add_bos, int32_t* ids, int32_t capacity,
+                                  int32_t* count) {
+  return guarded([&]() -> sy_api_status {
+    if (!tokenizer || !tokenizer->tokenizer || !text || !count || capacity < 0 || (capacity > 0 && !ids))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_tokenizer_encode: tokenizer, text and count are required (ids with capacity > 0)");
+    const std::vector<int> v = tokenizer->tokenizer->encode(text, add_bos != 0);
+    *count = static_cast<int32_t>(v.size());
+    for (int32_t i = 0; i < capacity && i < *count; ++i) ids[i] = v[static_cast<size_t>(i)];
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_tokenizer_decode(const sy_tokenizer* tokenizer, const int32_t* ids, int32_t num_ids, int32_t skip_special, char* text,
+                                  int64_t capacity, int64_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!tokenizer || !tokenizer->tokenizer || (num_ids > 0 && !ids) || num_ids < 0 || !length || capacity < 0 || (capacity > 0 && !text))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_tokenizer_decode: tokenizer, ids and length are required (text with capacity > 0)");
+    const int32_t vocab = tokenizer->tokenizer->vocab_size();
+    for (int32_t i = 0; i < num_ids; ++i)
+      if (ids[i] < 0 || ids[i] >= vocab)
+        return fail(SY_API_INVALID_ARGUMENT, "sy_tokenizer_decode: token " + std::to_string(ids[i]) + " (at " + std::to_string(i) +
+                                                 ") is outside the vocabulary of " + std::to_string(vocab));
+    const std::string out = tokenizer->tokenizer->decode(std::vector<int>(ids, ids + num_ids), skip_special != 0);
+    *length = static_cast<int64_t>(out.size());
+    if (capacity > 0) std::memcpy(text, out.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_tokenizer_chat_render(const sy_tokenizer* tokenizer, const char* request_json, char* text, int64_t capacity,
+                                       int64_t* length) {
+  return chat_render(tokenizer, "sy_tokenizer_chat_render", request_json, text, capacity, length);
+}
+
+int32_t sy_engine_kv_block_size(const sy_engine* engine) { return engine ? engine->session->step_engine()->kv_block_size() : 0; }
+
+sy_api_status sy_block_hashes(int32_t block_size, const int32_t* ids, int32_t num_ids, uint64_t* hashes, int32_t capacity,
+                              int32_t* count) {
+  return guarded([&]() -> sy_api_status {
+    if (block_size <= 0 || num_ids < 0 || (num_ids > 0 && !ids) || !count || capacity < 0 || (capacity > 0 && !hashes))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_block_hashes: block_size > 0, ids and count are required (hashes with capacity > 0)");
+    const std::vector<uint64_t> h = sy::kv_block_hashes(ids, num_ids, block_size);
+    *count = static_cast<int32_t>(h.size());
+    for (int32_t i = 0; i < capacity && i < *count; ++i) hashes[i] = h[static_cast<size_t>(i)];
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_kv_events_enable(sy_engine* engine, int32_t capacity) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || capacity < 0) return fail(SY_API_INVALID_ARGUMENT, "sy_kv_events_enable: engine and capacity >= 0 are required");
+    sy::StepEngine* se = engine->session->step_engine();
+    if (!se->cache().has_events())
+      return fail(SY_API_UNSUPPORTED, "sy_kv_events_enable: the cache manager (" + se->cache().label() +
+                                          ") reports no KV-cache events (the prefix-caching cache does)");
+    se->kv_events().enable(static_cast<size_t>(capacity));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_kv_event* const** events, int32_t* count) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || max < 0 || !events || !count)
+      return fail(SY_API_INVALID_ARGUMENT, "sy_kv_events_poll: engine, events and count are required (max >= 0)");
+    sy::StepEngine* se = engine->session->step_engine();
+    engine->polled_events = se->kv_events().poll(static_cast<size_t>(max));
+    engine->polled_structs.assign(engine->polled_events.size(), sy_kv_event{});
+    engine->polled_pointers.clear();
+    for (size_t i = 0; i < engine->polled_events.size(); ++i) {
+      const sy::KvEvent& e = engine->polled_events[i];
+      sy_kv_event& o = engine->polled_structs[i];
+      o.struct_size = sizeof(sy_kv_event);
+      o.kind = static_cast<int32_t>(e.kind);
+      o.sequence = e.sequence;
+      o.block_hash = e.hash;
+      o.parent_hash = e.parent;
+      o.tokens = e.tokens.empty() ? nullptr : e.tokens.data();
+      o.num_tokens = static_cast<int32_t>(e.tokens.size());
+      o.device = se->kv_events().device();
+      o.timestamp = e.timestamp;
+      engine->polled_pointers.push_back(&o);
+    }
+    *events = engine->polled_pointers.data();
+    *count = static_cast<int32_t>(engine->polled_pointers.size());
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_kv_export(sy_engine* engine, const int32_t* ids, int32_t num_ids, void* out, int64_t capacity, int64_t* size) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !ids || num_ids <= 0 || !size || capacity < 0 || (capacity > 0 && !out))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_kv_export: engine, ids (num_ids > 0) and size are required (out with capacity > 0)");
+    const std::string data = engine->session->step_engine()->export_kv(std::vector<int32_t>(ids, ids + num_ids));
+    *size = static_cast<int64_t>(data.size());
+    if (capacity > 0) std::memcpy(out, data.data(), static_cast<size_t>(std::min<int64_t>(capacity, *size)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_kv_import(sy_engine* engine, const void* data, int64_t size, int32_t* cached_tokens) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !data || size <= 0) return fail(SY_API_INVALID_ARGUMENT, "sy_kv_import: engine and data (size > 0) are required");
+    const int32_t n =
+        engine->session->step_engine()->import_kv(std::string(static_cast<const char*>(data), static_cast<size_t>(size)));
+    if (cached_tokens) *cached_tokens = n;
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
 
 }  // extern "C"

@@ -12,7 +12,12 @@ namespace sy {
 
 
 StepEngine::StepEngine(DecoderModel& model, PluginCacheManager& cache, PluginScheduler* scheduler, StepEngineOptions options)
-    : model_(model), cache_(cache), scheduler_(scheduler), options_(options), epoch_(std::chrono::steady_clock::now()) {
+    : model_(model),
+      cache_(cache),
+      scheduler_(scheduler),
+      options_(options),
+      kv_events_(cache.storage(0).first.device),
+      epoch_(std::chrono::steady_clock::now()) {
   SY_CHECK(model_.paged_attention(), model_.path() << ": the step engine needs the attention-fusion pass to have fused "
                                                       "every layer's attention");
   SY_CHECK(options_.max_batch_tokens > 0 && options_.max_seqs > 0, "step engine: max_batch_tokens and max_seqs must be positive");
@@ -26,6 +31,18 @@ StepEngine::StepEngine(DecoderModel& model, PluginCacheManager& cache, PluginSch
   }
   block_size_ = static_cast<int32_t>(key_cache_[0].dims[2]);
   metrics_.total_blocks = cache_.stats().total_blocks;
+  drain_cache_events();  // the first call tells the cache manager to record them
+}
+
+// The cache manager's events since the last step, into the event log. A
+// failure here costs the events, not the step.
+void StepEngine::drain_cache_events() {
+  if (!cache_.has_events()) return;
+  try {
+    kv_events_.record(cache_.take_events());
+  } catch (const std::exception& e) {
+    note_plugin_failure(e.what());
+  }
 }
 
 StepEngine::~StepEngine() {
@@ -186,6 +203,7 @@ void StepEngine::loop() {
         worked = true;
       }
       std::erase_if(live_, [](const auto& s) { return s->finished(); });
+      drain_cache_events();
     }
     if (!worked) {
       // Nothing ran (a batching window is open): wait for news briefly.

@@ -23,6 +23,7 @@
 
 #include "engine/decoder_model.h"
 #include "engine/drafter.h"
+#include "engine/kv_events.h"
 #include "engine/request.h"
 #include "engine/speculation_policy.h"
 #include "engine/step_metrics.h"
@@ -103,6 +104,19 @@ class StepEngine {
   std::vector<StepRecord> step_records() const;
   PluginCacheManager& cache() { return cache_; }
 
+  // KV-cache events (kv_events.h) and KV transfer between engines
+  // (step_kv_transfer.cpp: prefill on one engine, decode on another).
+  int32_t kv_block_size() const { return block_size_; }
+  KvEventLog& kv_events() { return kv_events_; }
+  // The KV of the longest cached prefix of ids (whole blocks) in the
+  // versioned transfer format; empty blocks when nothing is cached.
+  std::string export_kv(const std::vector<int32_t>& ids);
+  // Puts exported blocks into this engine's prefix cache (blocks it already
+  // holds are kept). Returns the tokens of ids now cached. Throws
+  // InvalidArgument for a malformed or foreign export (another model or KV
+  // geometry), OutOfMemory when the cache cannot take the blocks.
+  int32_t import_kv(const std::string& data);
+
  private:
   struct Seq;
   struct Scheduled {
@@ -159,6 +173,7 @@ class StepEngine {
   void emit(Seq* s, int tok, double now, const float* row, int64_t vocab);
   void validate(const GenerationRequest& r) const;
   double now_ms() const;
+  void drain_cache_events();  // engine thread or forward_mu_ held
 
   DecoderModel& model_;
   PluginCacheManager& cache_;
@@ -175,6 +190,7 @@ class StepEngine {
   StepEngineOptions options_;
   std::vector<sy_tensor> key_cache_, value_cache_;
   int32_t block_size_ = 0;
+  KvEventLog kv_events_;
   std::chrono::steady_clock::time_point epoch_;
 
   // Shared with submitters (guarded by mu_).

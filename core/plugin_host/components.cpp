@@ -239,6 +239,26 @@ sy_cache_stats PluginCacheManager::stats() {
   if (d_->stats) call("cache stats", [&] { return d_->stats(state_, &s); });
   return s;
 }
+std::vector<PluginCacheManager::Event> PluginCacheManager::take_events() {
+  std::vector<Event> out;
+  if (!has_events()) return out;
+  const sy_cache_event* events = nullptr;
+  int32_t n = 0;
+  call("cache take_events", [&] { return d_->take_events(state_, &events, &n); });
+  SY_CHECK_KIND(n >= 0 && (n == 0 || events), ErrorKind::PluginFailure, who() << ": cache take_events returned a bad list");
+  out.reserve(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    const sy_cache_event& e = events[i];
+    SY_CHECK_KIND(e.kind >= SY_CACHE_BLOCK_STORED && e.kind <= SY_CACHE_ALL_CLEARED, ErrorKind::PluginFailure,
+                  who() << ": cache event " << i << " has unknown kind " << e.kind);
+    SY_CHECK_KIND(e.kind != SY_CACHE_BLOCK_STORED || (e.num_tokens > 0 && e.tokens), ErrorKind::PluginFailure,
+                  who() << ": cache event " << i << " stores block " << e.block << " without its tokens");
+    Event copy{e.kind, e.block, e.parent, {}};
+    if (e.kind == SY_CACHE_BLOCK_STORED) copy.tokens.assign(e.tokens, e.tokens + e.num_tokens);
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
 
 // ---- drafter
 

@@ -139,6 +139,14 @@ class PluginCacheManager : PluginComponent<sy_cache_desc> {
   std::vector<int32_t> block_table(uint64_t seq);
   std::pair<sy_tensor, sy_tensor> storage(int32_t layer);
   sy_cache_stats stats();
+  // 1.5: whether the cache manager reports KV-cache events, and the ones
+  // since the last call (copied: the plugin's list lives until its next call).
+  bool has_events() const { return SY_HAS_FIELD(d_, sy_cache_desc, take_events) && d_->take_events; }
+  struct Event {
+    int32_t kind, block, parent;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Event> take_events();
 
  private:
   std::string last_refusal_;

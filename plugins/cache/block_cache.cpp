@@ -84,6 +84,15 @@ void BlockCache::uncache(int32_t b) {
     }
   if (it->second.in_lru) lru_.erase(it->second.lru);
   cached_.erase(it);
+  if (events_wanted_) pending_events_.events.push_back(sy_cache_event{SY_CACHE_BLOCK_REMOVED, b, -1, 0, nullptr});
+}
+
+const std::vector<sy_cache_event>& BlockCache::take_events() {
+  events_wanted_ = true;
+  std::swap(taken_events_, pending_events_);
+  pending_events_.events.clear();
+  pending_events_.tokens.clear();
+  return taken_events_.events;
 }
 
 int32_t BlockCache::take_block() {
@@ -208,6 +217,10 @@ void BlockCache::commit(uint64_t id, const int32_t* tokens, int32_t n) {
       c.hash = h;
       c.parent = i > 0 ? s.blocks[static_cast<size_t>(i - 1)] : -1;
       c.tokens.assign(tokens + static_cast<ptrdiff_t>(i) * B, tokens + static_cast<ptrdiff_t>(i + 1) * B);
+      if (events_wanted_) {
+        const std::vector<int32_t>& t = pending_events_.tokens.emplace_back(c.tokens);
+        pending_events_.events.push_back(sy_cache_event{SY_CACHE_BLOCK_STORED, b, c.parent, B, t.data()});
+      }
       cached_.emplace(b, std::move(c));
       by_hash_.emplace(h, b);
     }

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <string>
 #include <unordered_map>
@@ -59,6 +60,9 @@ class BlockCache {
   const Config& config() const { return c_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
   int64_t prefix_queries = 0, prefix_hits = 0;
+  // The blocks made findable (stored) and no longer findable (removed) since
+  // the last call, oldest first; valid until the next call.
+  const std::vector<sy_cache_event>& take_events();
 
  private:
   struct Seq {
@@ -94,6 +98,16 @@ class BlockCache {
   std::unordered_map<int32_t, Cached> cached_;         // block -> its identity
   std::unordered_multimap<uint64_t, int32_t> by_hash_;  // hash -> block
   std::list<int32_t> lru_;                              // unreferenced cached blocks, oldest first
+  // KV-cache events: pending since the last take_events, and the ones it
+  // last returned (with the token lists their pointers point into).
+  struct EventLog {
+    std::vector<sy_cache_event> events;
+    std::deque<std::vector<int32_t>> tokens;
+  };
+  EventLog pending_events_, taken_events_;
+  // Recorded only once a host has asked (a host older than ABI 1.5 never
+  // takes them, and they would pile up).
+  bool events_wanted_ = false;
 };
 
 }  // namespace sy_cache

@@ -79,6 +79,7 @@ class KvCache {
   void commit(uint64_t seq, const Tokens& t) { cache_->commit(seq, t.data, t.size); }
   void truncate(uint64_t seq, int32_t length) { cache_->truncate(seq, length); }
   void fork(uint64_t parent, uint64_t child) { cache_->fork(parent, child); }
+  const std::vector<sy_cache_event>& take_events() { return cache_->take_events(); }
   void stats(sy_cache_stats& out) const {
     out.total_blocks = static_cast<int32_t>(cache_->config().num_blocks);
     out.free_blocks = static_cast<int32_t>(cache_->free_blocks());

@@ -198,6 +198,12 @@ SY_FROZEN(sy_cache_stats_free_blocks, offsetof(sy_cache_stats, free_blocks) == 8
 SY_FROZEN(sy_cache_stats_prefix_queries, offsetof(sy_cache_stats, prefix_queries) == 16);
 SY_FROZEN(sy_cache_stats_prefix_hits, offsetof(sy_cache_stats, prefix_hits) == 24);
 SY_FROZEN(sy_cache_stats_size, sizeof(sy_cache_stats) == 32);
+SY_FROZEN(sy_cache_event_kind, offsetof(sy_cache_event, kind) == 0);
+SY_FROZEN(sy_cache_event_block, offsetof(sy_cache_event, block) == 4);
+SY_FROZEN(sy_cache_event_parent, offsetof(sy_cache_event, parent) == 8);
+SY_FROZEN(sy_cache_event_num_tokens, offsetof(sy_cache_event, num_tokens) == 12);
+SY_FROZEN(sy_cache_event_tokens, offsetof(sy_cache_event, tokens) == 16);
+SY_FROZEN(sy_cache_event_size, sizeof(sy_cache_event) == 24);
 SY_FROZEN(sy_cache_desc_struct_size, offsetof(sy_cache_desc, struct_size) == 0);
 SY_FROZEN(sy_cache_desc_name, offsetof(sy_cache_desc, name) == 8);
 SY_FROZEN(sy_cache_desc_version, offsetof(sy_cache_desc, version) == 16);
@@ -215,7 +221,8 @@ SY_FROZEN(sy_cache_desc_block_table, offsetof(sy_cache_desc, block_table) == 104
 SY_FROZEN(sy_cache_desc_storage, offsetof(sy_cache_desc, storage) == 112);
 SY_FROZEN(sy_cache_desc_stats, offsetof(sy_cache_desc, stats) == 120);
 SY_FROZEN(sy_cache_desc_destroy, offsetof(sy_cache_desc, destroy) == 128);
-SY_FROZEN(sy_cache_desc_size, sizeof(sy_cache_desc) == 136);
+SY_FROZEN(sy_cache_desc_take_events, offsetof(sy_cache_desc, take_events) == 136);
+SY_FROZEN(sy_cache_desc_size, sizeof(sy_cache_desc) == 144);
 SY_FROZEN(sy_draft_sampling_struct_size, offsetof(sy_draft_sampling, struct_size) == 0);
 SY_FROZEN(sy_draft_sampling_temperature, offsetof(sy_draft_sampling, temperature) == 4);
 SY_FROZEN(sy_draft_sampling_top_k, offsetof(sy_draft_sampling, top_k) == 8);
@@ -368,6 +375,16 @@ SY_FROZEN(sy_metrics_constraint_compile_ms, offsetof(sy_metrics, constraint_comp
 SY_FROZEN(sy_metrics_constraint_mask_ms, offsetof(sy_metrics, constraint_mask_ms) == 136);
 SY_FROZEN(sy_metrics_constraint_mask_rows, offsetof(sy_metrics, constraint_mask_rows) == 144);
 SY_FROZEN(sy_metrics_size, sizeof(sy_metrics) == 152);
+SY_FROZEN(sy_kv_event_struct_size, offsetof(sy_kv_event, struct_size) == 0);
+SY_FROZEN(sy_kv_event_kind, offsetof(sy_kv_event, kind) == 4);
+SY_FROZEN(sy_kv_event_sequence, offsetof(sy_kv_event, sequence) == 8);
+SY_FROZEN(sy_kv_event_block_hash, offsetof(sy_kv_event, block_hash) == 16);
+SY_FROZEN(sy_kv_event_parent_hash, offsetof(sy_kv_event, parent_hash) == 24);
+SY_FROZEN(sy_kv_event_tokens, offsetof(sy_kv_event, tokens) == 32);
+SY_FROZEN(sy_kv_event_num_tokens, offsetof(sy_kv_event, num_tokens) == 40);
+SY_FROZEN(sy_kv_event_device, offsetof(sy_kv_event, device) == 44);
+SY_FROZEN(sy_kv_event_timestamp, offsetof(sy_kv_event, timestamp) == 48);
+SY_FROZEN(sy_kv_event_size, sizeof(sy_kv_event) == 56);
 #endif
 
 int sy_layout_freeze_checked(void) { return 1; }

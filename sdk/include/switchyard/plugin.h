@@ -83,6 +83,8 @@
  *        sequences); blocks_needed documented as the engine computes it.
  *   1.4  logits processors (structured output): sy_logits_processor_desc,
  *        sy_vocab, sy_plugin_info.logits_processors.
+ *   1.5  KV-cache events: sy_cache_desc.take_events with sy_cache_event (the
+ *        prefix-cache blocks stored and removed, for KV-aware routers).
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -95,7 +97,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 4
+#define SY_PLUGIN_ABI_MINOR 5
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -593,6 +595,24 @@ typedef struct sy_cache_stats {
   int64_t prefix_hits;    /* tokens found */
 } sy_cache_stats;
 
+/* 1.5: a change to the set of blocks match_prefix can find, reported by
+ * take_events. The engine turns them into the KV-cache events of its
+ * embedding API (chained block hashes for routers that send a request where
+ * its prefix is cached). Frozen: this struct never grows (a later minor
+ * would add a new one). */
+enum {
+  SY_CACHE_BLOCK_STORED = 1,  /* a full block became findable (committed) */
+  SY_CACHE_BLOCK_REMOVED = 2, /* a block stopped being findable (evicted, or about to be overwritten) */
+  SY_CACHE_ALL_CLEARED = 3    /* every findable block was dropped at once */
+};
+typedef struct sy_cache_event {
+  int32_t kind;          /* SY_CACHE_* above */
+  int32_t block;         /* STORED, REMOVED: the block's index in storage */
+  int32_t parent;        /* STORED: the previous block of its chain, -1 for a sequence's first block */
+  int32_t num_tokens;    /* STORED: the tokens the block holds (the block size) */
+  const int32_t* tokens; /* STORED */
+} sy_cache_event;
+
 typedef struct sy_cache_desc {
   uint32_t struct_size;
   const char* name;
@@ -600,7 +620,10 @@ typedef struct sy_cache_desc {
   const char* description;
   const sy_option_desc* const* options;
   int32_t num_options;
-  /* All functions after create run on the session's step-engine thread.
+  /* All functions after create are called one at a time, never
+   * concurrently: on the session's step-engine thread, or (teacher-forced
+   * logits, KV export and import through the embedding API) on a caller's
+   * thread while the step engine waits. Keep no thread-local state.
    * Required. Once per session; config is valid during the call. */
   sy_status (*create)(void* plugin_data, const sy_cache_config* config, const sy_options* options, void** state);
   /* Required. Reserve room for `num_tokens` more tokens of `seq` (a new seq
@@ -631,6 +654,14 @@ typedef struct sy_cache_desc {
   sy_status (*stats)(void* state, sy_cache_stats* out);
   /* Required. Once, when the session is destroyed. */
   void (*destroy)(void* state);
+  /* ---- 1.5 ---- */
+  /* Optional (NULL: the engine reports no KV-cache events). The blocks
+   * stored and removed since the last call, oldest first; *events stays
+   * valid until the next call on this cache. A stored block's parent was
+   * stored before it and is removed after it (a child is never findable
+   * without its prefix). The engine calls it after every step, so what a
+   * plugin keeps between calls stays small. */
+  sy_status (*take_events)(void* state, const sy_cache_event** events, int32_t* count);
 } sy_cache_desc;
 
 /* 1.2: how the request being drafted for samples (for drafters that draw

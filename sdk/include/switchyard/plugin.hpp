@@ -576,6 +576,10 @@ template <typename C, typename = void>
 struct has_stats : std::false_type {};
 template <typename C>
 struct has_stats<C, std::void_t<decltype(std::declval<C&>().stats(std::declval<sy_cache_stats&>()))>> : std::true_type {};
+template <typename C, typename = void>
+struct has_take_events : std::false_type {};
+template <typename C>
+struct has_take_events<C, std::void_t<decltype(std::declval<C&>().take_events())>> : std::true_type {};
 
 template <typename C>
 struct CacheTrampolines {
@@ -618,6 +622,13 @@ struct CacheTrampolines {
   }
   static sy_status stats(void* state, sy_cache_stats* out) {
     return guard([&] { self(state).stats(*out); });
+  }
+  static sy_status take_events(void* state, const sy_cache_event** events, int32_t* count) {
+    return guard([&] {
+      const std::vector<sy_cache_event>& e = self(state).take_events();
+      *events = e.data();
+      *count = static_cast<int32_t>(e.size());
+    });
   }
   static void destroy(void* state) { delete static_cast<C*>(state); }
 };
@@ -760,6 +771,7 @@ class PluginBuilder {
   //   void truncate(uint64_t seq, int32_t length);
   //   void fork(uint64_t parent, uint64_t child);
   //   void stats(sy_cache_stats& out);
+  //   const std::vector<sy_cache_event>& take_events();        // since the last call; valid until the next
   template <typename C>
   void cache(const std::string& name, const std::string& version, const std::string& description,
              const std::vector<OptionSpec>& options = {}) {
@@ -775,6 +787,7 @@ class PluginBuilder {
     if constexpr (detail::has_truncate<C>::value) d.truncate = &T::truncate;
     if constexpr (detail::has_fork<C>::value) d.fork = &T::fork;
     if constexpr (detail::has_stats<C>::value) d.stats = &T::stats;
+    if constexpr (detail::has_take_events<C>::value) d.take_events = &T::take_events;
     d.destroy = &T::destroy;
     caches_.push_back(d);
   }

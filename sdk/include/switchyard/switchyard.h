@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 4
+#define SY_API_VERSION_MINOR 5
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -77,7 +77,8 @@ SY_API const char* sy_last_error(void);
 
 typedef struct sy_engine_options {
   uint32_t struct_size;
-  const char* manifest;  /* YAML manifest (required) */
+  const char* manifest;  /* YAML manifest (required before 1.5; 1.5: NULL is the default manifest installed
+                            beside the library, share/switchyard/default.yaml, which serves any model) */
   const char* profile;   /* NULL: the top level */
   const char* model;     /* NULL: the manifest's */
   int32_t threads;       /* 0: the manifest's, else one per core */
@@ -89,7 +90,8 @@ typedef struct sy_engine_options {
 } sy_engine_options;
 
 /* Loads the model and plugins of a manifest profile. The profile must select
- * a cache manager (the asynchronous step engine serves requests). */
+ * a cache manager (the asynchronous step engine serves requests). 1.5:
+ * options->manifest may be NULL (then options->model is required). */
 SY_API sy_api_status sy_engine_create(const sy_engine_options* options, sy_engine** out);
 /* Cancels what is still running, waits for the engine thread, frees all.
  * NULL is a no-op. No other call on this engine or its requests may run
@@ -300,6 +302,105 @@ typedef struct sy_metrics {
 
 /* Fills the fields out->struct_size covers (set it first). */
 SY_API sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out);
+
+/* ---- 1.5 ------------------------------------------------------------ */
+
+/* The default manifest's path (beside the library: ../share/switchyard/
+ * default.yaml from libswitchyard's folder); "" when it is not there. */
+SY_API const char* sy_default_manifest(void);
+
+/* The model's vocabulary size (the logits' width); 0 when not static. */
+SY_API int32_t sy_engine_vocab_size(const sy_engine* engine);
+
+/* Logits at every position of ids in one forward pass (teacher forcing, no
+ * prefix cache), as [num_ids, vocab] floats, row-major, into out (capacity
+ * floats, at least num_ids * vocab). Serialised with the engine's steps. */
+SY_API sy_api_status sy_logits(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity);
+
+/* Tokenizers without an engine: a router or an ingress that only needs to
+ * turn text and conversations into token ids. path: a tokenizer file
+ * (tokenizer.json, tokenizer.model, a llama2.c .bin) or a model folder;
+ * chat_template: as sy_engine_options.chat_template (NULL: the folder's). */
+typedef struct sy_tokenizer sy_tokenizer;
+SY_API sy_api_status sy_tokenizer_open(const char* path, const char* chat_template, sy_tokenizer** out);
+SY_API void sy_tokenizer_close(sy_tokenizer* tokenizer);
+/* The engine's own tokenizer (NULL when it has none), owned by the engine. */
+SY_API const sy_tokenizer* sy_engine_tokenizer(const sy_engine* engine);
+SY_API int32_t sy_tokenizer_vocab_size(const sy_tokenizer* tokenizer);
+/* As sy_tokenize. */
+SY_API sy_api_status sy_tokenizer_encode(const sy_tokenizer* tokenizer, const char* text, int32_t add_bos, int32_t* ids,
+                                         int32_t capacity, int32_t* count);
+/* The text of ids (skip_special: leave control tokens out). Writes up to
+ * capacity bytes and sets *length to the full length. */
+SY_API sy_api_status sy_tokenizer_decode(const sy_tokenizer* tokenizer, const int32_t* ids, int32_t num_ids, int32_t skip_special,
+                                         char* text, int64_t capacity, int64_t* length);
+/* As sy_chat_render, with this tokenizer's chat template. */
+SY_API sy_api_status sy_tokenizer_chat_render(const sy_tokenizer* tokenizer, const char* request_json, char* text, int64_t capacity,
+                                              int64_t* length);
+
+/* Prefix-cache block hashes, for routers that send a request to the engine
+ * holding the longest cached prefix of its prompt (KV-aware routing).
+ * The KV cache is kept in blocks of sy_engine_kv_block_size tokens; block
+ * i of a token sequence has the hash
+ *   h_i = FNV-1a-64( le64(h_{i-1}) || le32(t) for each token t of block i ),  h_{-1} = 0,
+ * (FNV-1a-64: offset basis 14695981039346656037, prime 1099511628211, over
+ * bytes; le64/le32: little-endian bytes). Only full blocks have a hash.
+ * sy_block_hashes writes up to capacity hashes and sets *count to
+ * num_ids / block_size. Needs no engine. */
+SY_API int32_t sy_engine_kv_block_size(const sy_engine* engine);
+SY_API sy_api_status sy_block_hashes(int32_t block_size, const int32_t* ids, int32_t num_ids, uint64_t* hashes, int32_t capacity,
+                                     int32_t* count);
+
+/* KV-cache events: the blocks of the prefix cache that became findable
+ * (STORED, with their tokens and parent's hash) or stopped being findable
+ * (REMOVED), in order. A router that applies them knows which block hashes
+ * each engine holds. Shaped after the KV events of vLLM, llm-d and NVIDIA
+ * Dynamo (BlockStored / BlockRemoved / AllBlocksCleared) so an adapter to
+ * their routers is a field mapping. Events need a cache manager that reports
+ * them (the prefix-caching cache does). */
+enum {
+  SY_KV_BLOCK_STORED = 1,
+  SY_KV_BLOCK_REMOVED = 2,
+  SY_KV_ALL_CLEARED = 3,
+  SY_KV_EVENTS_LOST = 4 /* the queue overflowed: events were dropped. Forget this engine's blocks and enable again */
+};
+typedef struct sy_kv_event {
+  uint32_t struct_size;
+  int32_t kind;           /* SY_KV_* */
+  uint64_t sequence;      /* 1, 2, 3, ... (a gap means events were lost) */
+  uint64_t block_hash;    /* STORED, REMOVED */
+  uint64_t parent_hash;   /* STORED: the previous block's hash, 0 for a sequence's first block */
+  const int32_t* tokens;  /* STORED: the block's tokens */
+  int32_t num_tokens;
+  int32_t device;         /* where the block lives: 0 host memory, 1 CUDA (the plugin ABI's SY_DEVICE_*) */
+  double timestamp;       /* seconds since the Unix epoch */
+} sy_kv_event;
+/* capacity > 0: start queueing events (at most capacity wait; on overflow
+ * the queue is replaced by one SY_KV_EVENTS_LOST), first a STORED event for
+ * every block already cached, parents first. 0: stop and drop the queue.
+ * SY_API_UNSUPPORTED when the cache manager reports no events. */
+SY_API sy_api_status sy_kv_events_enable(sy_engine* engine, int32_t capacity);
+/* Takes up to max queued events: *events points to *count pointers to
+ * events owned by the engine, valid until the next sy_kv_events_poll on it
+ * (one poller at a time). Each event is the library's sy_kv_event (its
+ * struct_size says which fields it has). */
+SY_API sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_kv_event* const** events, int32_t* count);
+
+/* KV transfer (prefill on one engine, decode on another). sy_kv_export
+ * writes the KV of the longest cached prefix of ids (whole blocks; run the
+ * prompt first, e.g. with max_tokens 1) in a versioned binary format (the
+ * tokens, their block hashes, then the keys and values of every layer),
+ * up to capacity bytes, and sets *size to its full size (call again with a
+ * larger buffer when *size > capacity; zero blocks when nothing is cached).
+ * sy_kv_import puts such an export into this engine's prefix cache: a
+ * request whose prompt starts with those tokens then computes only the
+ * rest. *cached_tokens: the tokens now cached. The two engines must run the
+ * same model with the same KV block size and dtype (else
+ * SY_API_INVALID_ARGUMENT naming both); SY_API_OUT_OF_MEMORY when the cache
+ * has no room; SY_API_UNSUPPORTED without a prefix cache or with KV in
+ * device memory. */
+SY_API sy_api_status sy_kv_export(sy_engine* engine, const int32_t* ids, int32_t num_ids, void* out, int64_t capacity, int64_t* size);
+SY_API sy_api_status sy_kv_import(sy_engine* engine, const void* data, int64_t size, int32_t* cached_tokens);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,188 @@
+// KV transfer between engines (prefill/decode disaggregation): the blocks of
+// a cached prompt prefix leave one engine as bytes and enter another's
+// prefix cache, where the next request with that prompt finds them.
+//
+// Format, version 1 (little-endian; written and read on little-endian hosts):
+//   "SYKV", u32 version = 1,
+//   u32 layers, kv_heads, block_size, head_dim, dtype (ONNX code), vocab,
+//   u32 num_blocks,
+//   i32 tokens[num_blocks * block_size],
+//   u64 hashes[num_blocks]   (kv_block_hash chain over the tokens: checked on import),
+//   then for each block, for each layer: keys, values
+//   ([kv_heads, block_size, head_dim] elements each, as the cache stores them).
+// The engines must run the same model with the same KV geometry and dtype.
+#include <bit>
+#include <cstring>
+
+#include "engine/step_engine.h"
+
+namespace sy {
+
+static_assert(std::endian::native == std::endian::little, "the KV transfer format is written in the host's byte order");
+
+namespace {
+
+constexpr char kMagic[4] = {'S', 'Y', 'K', 'V'};
+constexpr uint32_t kVersion = 1;
+
+struct Header {
+  uint32_t layers, kv_heads, block_size, head_dim, dtype, vocab, num_blocks;
+};
+
+template <typename T>
+void put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  const char* take(size_t n, const char* what) {
+    SY_CHECK(n <= s_.size() - at_, "KV import: the data ends inside " << what << " (" << s_.size() << " bytes)");
+    const char* p = s_.data() + at_;
+    at_ += n;
+    return p;
+  }
+  template <typename T>
+  T get(const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof v, what), sizeof v);
+    return v;
+  }
+  size_t left() const { return s_.size() - at_; }
+
+ private:
+  const std::string& s_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
+  const auto layers = static_cast<int32_t>(key_cache_.size());
+  SY_CHECK_KIND(key_cache_[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
+                "KV export: the KV cache is in device memory; export reads host memory only");
+  const size_t bytes_per_block = static_cast<size_t>(key_cache_[0].dims[1] * key_cache_[0].dims[2] * key_cache_[0].dims[3]) *
+                                 dtype_size(static_cast<DType>(key_cache_[0].dtype));
+  Header h{static_cast<uint32_t>(layers), static_cast<uint32_t>(key_cache_[0].dims[1]), static_cast<uint32_t>(block_size_),
+           static_cast<uint32_t>(key_cache_[0].dims[3]), static_cast<uint32_t>(key_cache_[0].dtype),
+           static_cast<uint32_t>(std::max<int64_t>(model_.vocab_size(), 0)), 0};
+  std::string out(kMagic, 4);
+  put(out, kVersion);
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    seq = next_id_++;
+  }
+  // One token past ids lets match_prefix take ids' last block when it is
+  // full (it always leaves a token to compute).
+  std::vector<int32_t> probe(ids);
+  probe.push_back(0);
+  const int32_t cached = cache_.match_prefix(seq, probe);
+  std::vector<int32_t> table;
+  if (cached > 0) {
+    try {
+      table = cache_.block_table(seq);
+    } catch (...) {
+      cache_.release(seq);
+      throw;
+    }
+  }
+  const auto blocks = static_cast<uint32_t>(std::min<size_t>(table.size(), static_cast<size_t>(cached / block_size_)));
+  h.num_blocks = blocks;
+  put(out, h);
+  out.append(reinterpret_cast<const char*>(ids.data()), static_cast<size_t>(blocks) * static_cast<size_t>(block_size_) * sizeof(int32_t));
+  for (uint64_t hash : kv_block_hashes(ids.data(), static_cast<int64_t>(blocks) * block_size_, block_size_)) put(out, hash);
+  out.reserve(out.size() + static_cast<size_t>(blocks) * static_cast<size_t>(layers) * 2 * bytes_per_block);
+  for (uint32_t b = 0; b < blocks; ++b)
+    for (int32_t l = 0; l < layers; ++l)
+      for (const sy_tensor* t : {&key_cache_[static_cast<size_t>(l)], &value_cache_[static_cast<size_t>(l)]})
+        out.append(static_cast<const char*>(t->data) + static_cast<size_t>(table[b]) * bytes_per_block, bytes_per_block);
+  if (cached > 0) cache_.release(seq);
+  drain_cache_events();
+  return out;
+}
+
+int32_t StepEngine::import_kv(const std::string& data) {
+  Reader r(data);
+  SY_CHECK(std::memcmp(r.take(4, "the magic number"), kMagic, 4) == 0, "KV import: not a Switchyard KV export (no SYKV magic)");
+  const auto version = r.get<uint32_t>("the version");
+  SY_CHECK(version == kVersion, "KV import: format version " << version << " (this engine reads version " << kVersion << ")");
+  const auto h = r.get<Header>("the header");
+  const auto layers = static_cast<uint32_t>(key_cache_.size());
+  const Header mine{layers, static_cast<uint32_t>(key_cache_[0].dims[1]), static_cast<uint32_t>(block_size_),
+                    static_cast<uint32_t>(key_cache_[0].dims[3]), static_cast<uint32_t>(key_cache_[0].dtype),
+                    static_cast<uint32_t>(std::max<int64_t>(model_.vocab_size(), 0)), h.num_blocks};
+  SY_CHECK(std::memcmp(&h, &mine, sizeof h) == 0,
+           "KV import: the export's KV geometry (layers " << h.layers << ", kv_heads " << h.kv_heads << ", block_size " << h.block_size
+                                                          << ", head_dim " << h.head_dim << ", dtype " << h.dtype << ", vocab " << h.vocab
+                                                          << ") is not this engine's (" << mine.layers << ", " << mine.kv_heads << ", "
+                                                          << mine.block_size << ", " << mine.head_dim << ", " << mine.dtype << ", "
+                                                          << mine.vocab << "): another model or cache configuration");
+  SY_CHECK_KIND(key_cache_[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
+                "KV import: the KV cache is in device memory; import writes host memory only");
+  const size_t n_tokens = static_cast<size_t>(h.num_blocks) * h.block_size;
+  SY_CHECK(n_tokens <= static_cast<size_t>(model_.max_context()), "KV import: " << n_tokens << " tokens, over the model's context");
+  std::vector<int32_t> ids(n_tokens);
+  std::memcpy(ids.data(), r.take(n_tokens * sizeof(int32_t), "the tokens"), n_tokens * sizeof(int32_t));
+  const std::vector<uint64_t> expect = kv_block_hashes(ids.data(), static_cast<int64_t>(n_tokens), block_size_);
+  for (uint32_t b = 0; b < h.num_blocks; ++b)
+    SY_CHECK(r.get<uint64_t>("the block hashes") == expect[b], "KV import: block " << b << "'s hash does not match its tokens (corrupted data)");
+  const size_t bytes_per_block = static_cast<size_t>(h.kv_heads) * h.block_size * h.head_dim * dtype_size(static_cast<DType>(h.dtype));
+  const size_t payload = static_cast<size_t>(h.num_blocks) * layers * 2 * bytes_per_block;
+  SY_CHECK(r.left() == payload, "KV import: " << r.left() << " bytes of KV data, expected " << payload);
+  const char* kv = r.take(payload, "the KV data");
+  if (h.num_blocks == 0) return 0;
+
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    seq = next_id_++;
+  }
+  // Blocks this cache already holds stay; the rest are written and committed.
+  std::vector<int32_t> probe(ids);
+  probe.push_back(0);
+  const int32_t cached = cache_.match_prefix(seq, probe);
+  const auto have = static_cast<uint32_t>(cached / block_size_);
+  bool holds = cached > 0;
+  try {
+    if (have < h.num_blocks) {
+      const auto need = static_cast<int32_t>(n_tokens) - have * block_size_;
+      SY_CHECK_KIND(cache_.allocate(seq, need), ErrorKind::OutOfMemory,
+                    "KV import: the KV cache has no room for " << (h.num_blocks - have) << " blocks ("
+                                                              << cache_.last_refusal() << ")");
+      holds = true;
+      const std::vector<int32_t> table = cache_.block_table(seq);
+      SY_CHECK_KIND(table.size() >= h.num_blocks, ErrorKind::PluginFailure, "KV import: the cache manager's block table is too short");
+      for (uint32_t b = have; b < h.num_blocks; ++b)
+        for (uint32_t l = 0; l < layers; ++l)
+          for (int kvi = 0; kvi < 2; ++kvi) {
+            const sy_tensor& t = kvi == 0 ? key_cache_[l] : value_cache_[l];
+            std::memcpy(static_cast<char*>(t.data) + static_cast<size_t>(table[b]) * bytes_per_block,
+                        kv + ((static_cast<size_t>(b) * layers + l) * 2 + static_cast<size_t>(kvi)) * bytes_per_block, bytes_per_block);
+          }
+      cache_.commit(seq, ids.data(), static_cast<int32_t>(n_tokens));
+    }
+  } catch (...) {
+    if (holds) cache_.release(seq);
+    throw;
+  }
+  if (holds) cache_.release(seq);
+  // What a request with this prompt will now find (a cache manager without
+  // prefix caching forgets the blocks on release).
+  uint64_t check;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    check = next_id_++;
+  }
+  const int32_t found = cache_.match_prefix(check, probe);
+  if (found > 0) cache_.release(check);
+  drain_cache_events();
+  SY_CHECK_KIND(found > 0, ErrorKind::Unsupported,
+                "KV import: the cache manager keeps no prefix cache, so imported blocks cannot be found (select 'prefix-caching')");
+  return found;
+}
+
+}  // namespace sy
