@@ -24,6 +24,10 @@ if [ "${1:-}" = "--tests" ]; then
   # chat templates (jinja2, what transformers renders them with).
   python3 -c "import tokenizers, jinja2" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check tokenizers jinja2
+  # The Python package (pip install .: nanobind, scikit-build-core) and its
+  # Ray Serve deployment.
+  python3 -c "import nanobind, scikit_build_core, ray.serve, fastapi" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check nanobind scikit-build-core "ray[serve]>=2.49,<3"
   # The fuzzers (scripts/fuzz.sh) build with clang's libFuzzer.
   for p in clang-14 libclang-rt-14-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $p >/dev/null; }

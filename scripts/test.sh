@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # What CI runs (.ci/run), warnings as errors throughout:
 #   1. the whole test suite built with AddressSanitizer + UBSan (LeakSanitizer on);
-#   2. the threaded parts built with ThreadSanitizer (scripts/tsan.sh);
-#   3. every fuzzer for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS each).
+#   2. the Python package (pip install .) and its Ray Serve deployment over
+#      the ASan build (python/tests);
+#   3. the threaded parts built with ThreadSanitizer (scripts/tsan.sh);
+#   4. every fuzzer for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS each).
 # Stage 1 builds every target, CUDA ones and benchmarks included (GPU tests
-# report Skipped without a GPU); stages 2 and 3 test CPU-side code only and
+# report Skipped without a GPU); stages 3 and 4 test CPU-side code only and
 # build without CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +25,17 @@ cmake --build "$BUILD" -j2
 stage "ASan + UBSan tests"
 (cd "$BUILD" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j2)
+stage "Python package and Ray Serve"
+# pip install . against the installed (instrumented) library; the
+# interpreter loads the ASan runtime first, and so do the Ray processes it starts.
+PREFIX="$PWD/$BUILD/prefix"
+cmake --install "$BUILD" --prefix "$PREFIX" > /dev/null
+CMAKE_PREFIX_PATH="$PREFIX" python3 -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .
+(cd python/tests && LD_PRELOAD="$(g++ -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=16 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SWITCHYARD_PREFIX="$PREFIX" RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S=60 \
+  python3 -m pytest -q -s -p no:cacheprovider .)
 stage "ThreadSanitizer"
 scripts/tsan.sh
 stage "fuzzers"
-scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 stage "done"

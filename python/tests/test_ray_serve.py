@@ -1,0 +1,252 @@
+"""The Ray Serve deployment on a local Ray cluster (2 cores, fractional CPUs):
+the official openai client against the ingress, KV-aware routing against
+round robin, a replica killed under load, and prefill/decode disaggregation.
+Figures (hit rates, TTFT, KV bytes) are printed; run with -s to see them."""
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+openai = pytest.importorskip("openai")
+
+from conftest import MODEL, TOKENIZER, prefix  # noqa: E402
+
+_STORIES = [
+    "You are a storyteller for small children. Every story has a little girl named Lily, a big red ball and a "
+    "friendly dog. The stories are short and happy, they happen in the park or at home, and at the end everyone "
+    "learns to share and to be kind to each other. Use simple words that a three year old knows.",
+    "Tom is a boy who loves trucks. He has a blue truck, a green truck and a big yellow truck that makes loud noises. "
+    "Every morning Tom takes his trucks to the sand box and builds roads and bridges for them. His mom brings him "
+    "apples and milk, and his sister Sue helps him dig a long tunnel under the tree.",
+    "Once there was a wise old owl who lived in a tall tree in the forest. The owl knew many things about the sun, "
+    "the moon and the stars. All the animals came to the owl when they had a question, and the owl always listened "
+    "before it spoke. One night a small rabbit came with a very hard question.",
+    "In a small town by the sea there was a bakery with a red door. The baker was a kind man named Ben who made "
+    "bread, cakes and cookies every day. Children came after school to smell the warm bread, and Ben gave each of "
+    "them a cookie shaped like a fish, a star or a little boat.",
+]
+# About 300 tokens each: 19 blocks of 16, so two fit a replica's 48-block
+# cache beside the requests running, and four do not.
+SYSTEM = [s + " Remember: " + s for s in _STORIES]
+QUESTIONS = ["What happened next?", "Tell me more.", "Who was there?", "Why was it fun?", "And then?"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def manifest(tmp_path_factory):
+    """The prefix-caching profile with a cache of 48 blocks of 16 tokens: one
+    replica holds two of the four system prompts, not four, so where requests
+    go decides what stays cached."""
+    plugins = prefix() / "lib" / "switchyard" / "plugins"
+    path = tmp_path_factory.mktemp("ray") / "manifest.yaml"
+    path.write_text(
+        f"model: {MODEL}\ntokenizer: {TOKENIZER}\nthreads: 1\nplugins:\n"
+        f"  - {plugins}/attention/libswitchyard_attention.so\n  - {plugins}/cache/libswitchyard_cache.so\n"
+        "passes: [attention-fusion]\ncache: {name: prefix-caching, options: {block_size: 16, num_blocks: 48}}\n"
+    )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def direct(manifest):
+    """A direct `switchyard serve` of the same manifest, to compare with."""
+    port = free_port()
+    proc = subprocess.Popen([str(prefix() / "bin" / "switchyard"), "serve", "--manifest", manifest, "--port", str(port),
+                             "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+    for _ in range(600):
+        try:
+            client.models.list()
+            break
+        except openai.APIConnectionError:
+            time.sleep(0.1)
+    yield client
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster(manifest):
+    from switchyard.ray import build_app
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    common = dict(model=MODEL, manifest=manifest, profile=None, tokenizer=TOKENIZER, model_name="stories260K",
+                  replica_cpus=0.25)
+    started = time.perf_counter()
+    serve.run(build_app(num_replicas=2, router="prefix", **common), name="prefix", route_prefix="/prefix")
+    serve.run(build_app(num_replicas=2, router="round_robin", **common), name="rr", route_prefix="/rr")
+    serve.run(build_app(disaggregated=True, num_replicas=1, prefill_replicas=1, **common), name="disagg",
+              route_prefix="/disagg")
+    print(f"\n[ray] three applications (6 engine replicas) up in {time.perf_counter() - started:.1f} s")
+    clients = {name: openai.OpenAI(base_url=f"http://127.0.0.1:{port}/{name}/v1", api_key="none", max_retries=0,
+                                   timeout=120) for name in ("prefix", "rr", "disagg")}
+    clients["port"] = port
+    yield clients
+    serve.shutdown()
+    ray.shutdown()
+
+
+def stream_text(client, chat: bool, prompt: str, **kw):
+    if chat:
+        s = client.chat.completions.create(model="stories260K", messages=[{"role": "user", "content": prompt}],
+                                           stream=True, **kw)
+        return "".join(c.choices[0].delta.content or "" for c in s if c.choices)
+    s = client.completions.create(model="stories260K", prompt=prompt, stream=True, **kw)
+    return "".join(c.choices[0].text for c in s if c.choices)
+
+
+def test_streaming_through_ray_equals_a_direct_switchyard_serve(cluster, direct):
+    for prompt in ["Once upon a time", "Lily and Tom went to the park.", SYSTEM[0] + " " + QUESTIONS[0]]:
+        for chat in (False, True):
+            want = stream_text(direct, chat, prompt, max_tokens=40, temperature=0)
+            assert stream_text(cluster["prefix"], chat, prompt, max_tokens=40, temperature=0) == want
+    # Non-streaming equals streaming; a bad request is a 400 naming the field.
+    whole = cluster["prefix"].completions.create(model="stories260K", prompt="Once upon a time", max_tokens=40, temperature=0)
+    assert whole.choices[0].text == stream_text(direct, False, "Once upon a time", max_tokens=40, temperature=0)
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        cluster["prefix"].completions.create(model="stories260K", prompt="x", temperature=5)
+
+
+async def run_workload(base_url: str, requests, concurrency: int = 8):
+    """Streams each (prompt, max_tokens); returns per request: replica, TTFT,
+    prompt and cached tokens."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=120)
+    sem = asyncio.Semaphore(concurrency)
+    out = []
+
+    async def one(i, prompt):
+        async with sem:
+            start = time.perf_counter()
+            ttft = None
+            stream = await client.completions.create(model="stories260K", prompt=prompt, max_tokens=8, temperature=0,
+                                                     stream=True, stream_options={"include_usage": True})
+            async for c in stream:
+                if c.choices and c.choices[0].text and ttft is None:
+                    ttft = time.perf_counter() - start
+                if c.usage:
+                    out.append({"i": i, "replica": c.model_extra["switchyard"]["replica"], "ttft": ttft or 0.0,
+                                "prompt": c.usage.prompt_tokens, "cached": c.usage.prompt_tokens_details.cached_tokens})
+
+    await asyncio.gather(*(one(i, p) for i, p in enumerate(requests)))
+    await client.close()
+    return out
+
+
+def test_prefix_routing_keeps_each_system_prompt_on_one_replica_and_beats_round_robin(cluster):
+    requests = [f"{SYSTEM[p]} {QUESTIONS[i % len(QUESTIONS)]} ({i})" for i in range(20) for p in range(4)]
+    which = {f"{SYSTEM[p]} {QUESTIONS[i % len(QUESTIONS)]} ({i})": p for i in range(20) for p in range(4)}
+    port = cluster["port"]
+    results = {}
+    for name in ("prefix", "rr"):
+        # One request per system prompt first (a prompt is cached once it has
+        # been computed: requests admitted in the same step each compute it),
+        # then the rest, eight at a time.
+        url = f"http://127.0.0.1:{port}/{name}/v1"
+        rows = asyncio.run(run_workload(url, requests[:4], concurrency=4))
+        rows += [dict(r, i=r["i"] + 4) for r in asyncio.run(run_workload(url, requests[4:]))]
+        assert len(rows) == len(requests)
+        hit = sum(r["cached"] for r in rows) / sum(r["prompt"] for r in rows)
+        ttft = sorted(r["ttft"] for r in rows)
+        placement = {}
+        for r in rows:
+            placement.setdefault(which[requests[r["i"]]], set()).add(r["replica"])
+        results[name] = (hit, placement)
+        print(f"\n[ray] {name:6s}: prefix-cache hit rate {hit:.3f}, TTFT median {statistics.median(ttft) * 1000:.1f} ms, "
+              f"p90 {ttft[int(0.9 * len(ttft))] * 1000:.1f} ms, replicas per system prompt "
+              f"{[len(placement[p]) for p in range(4)]}")
+    hit_prefix, placement = results["prefix"]
+    assert all(len(placement[p]) == 1 for p in range(4)), placement
+    assert len(set().union(*placement.values())) == 2, "the four prompts should spread over both replicas"
+    assert hit_prefix > results["rr"][0]
+
+
+def test_disaggregated_prefill_and_decode_give_a_single_engines_outputs(cluster, direct):
+    prompts = [f"{SYSTEM[i % 4]} {QUESTIONS[i % 5]} {i}" for i in range(32)]
+    moved, kv_ms = [], []
+    for p in prompts:
+        got = cluster["disagg"].completions.create(model="stories260K", prompt=p, max_tokens=24, temperature=0)
+        want = direct.completions.create(model="stories260K", prompt=p, max_tokens=24, temperature=0)
+        assert got.choices[0].text == want.choices[0].text
+        d = got.model_extra["switchyard"]["disaggregation"]
+        moved.append(d["kv_bytes"])
+        kv_ms.append(d["kv_import_ms"])
+        assert d["imported_tokens"] > 0
+    rows = asyncio.run(run_workload(f"http://127.0.0.1:{cluster['port']}/disagg/v1", prompts[:8], concurrency=1))
+    print(f"\n[ray] disaggregated: 32 requests identical to one engine; KV moved per request {statistics.mean(moved) / 1024:.1f} KiB "
+          f"(total {sum(moved) / 1024:.0f} KiB), import {statistics.median(kv_ms):.2f} ms median, "
+          f"TTFT median {statistics.median(r['ttft'] for r in rows) * 1000:.1f} ms")
+
+
+def replica_actors(app: str):
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+             if "SERVE_REPLICA" in a["name"] and f"{app}#SwitchyardEngine" in a["name"]]
+    return names
+
+
+def running_replicas(app: str) -> int:
+    st = serve.status().applications[app].deployments["SwitchyardEngine"]
+    return st.replica_states.get("RUNNING", 0)
+
+
+def test_a_replica_killed_under_load_loses_no_request(cluster):
+    port = cluster["port"]
+    base = f"http://127.0.0.1:{port}/rr/v1"
+    prompts = [f"{SYSTEM[i % 4]} {QUESTIONS[i % 5]} {i}" for i in range(200)]
+    done, failed_streams, other_errors = [], [], []
+
+    async def load():
+        client = openai.AsyncOpenAI(base_url=base, api_key="none", max_retries=0, timeout=120)
+        sem = asyncio.Semaphore(8)
+
+        async def one(i, p):
+            async with sem:
+                if i % 10 == 5:  # some streams
+                    try:
+                        s = await client.completions.create(model="stories260K", prompt=p, max_tokens=16, temperature=0, stream=True)
+                        async for _ in s:
+                            pass
+                        done.append(i)
+                    except openai.APIError as e:
+                        (failed_streams if "retry" in str(e) else other_errors).append(str(e))
+                    return
+                try:
+                    r = await client.completions.create(model="stories260K", prompt=p, max_tokens=16, temperature=0)
+                    assert r.choices[0].finish_reason in ("stop", "length")
+                    done.append(i)
+                except Exception as e:  # noqa: BLE001
+                    other_errors.append(repr(e))
+
+        async def killer():
+            while len(done) < 40:
+                await asyncio.sleep(0.05)
+            victim = replica_actors("rr")[0]
+            ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
+            return time.perf_counter()
+
+        killed_at, _ = await asyncio.gather(killer(), asyncio.gather(*(one(i, p) for i, p in enumerate(prompts))))
+        await client.close()
+        return killed_at
+
+    killed_at = asyncio.run(load())
+    print(f"\n[ray] replica killed under load: {len(done)} of 200 completed, {len(failed_streams)} streams ended with a "
+          f"retriable error, other errors: {other_errors[:3]}")
+    assert not other_errors
+    assert len(done) + len(failed_streams) == 200
+    assert len(done) >= 200 - 20  # only streams may fail, and only those in flight on the victim
+    while running_replicas("rr") < 2:
+        assert time.perf_counter() - killed_at < 30, "the replica count did not recover within 30 s"
+        time.sleep(0.5)
+    print(f"[ray] replica count back to 2 after {time.perf_counter() - killed_at:.1f} s")
