@@ -174,6 +174,7 @@ class StepEngine {
   void validate(const GenerationRequest& r) const;
   double now_ms() const;
   void drain_cache_events();  // engine thread or forward_mu_ held
+  uint64_t new_seq_id();      // a sequence id for the cache manager, outside any request
 
   DecoderModel& model_;
   PluginCacheManager& cache_;

@@ -29,6 +29,22 @@ struct Header {
   uint32_t layers, kv_heads, block_size, head_dim, dtype, vocab, num_blocks;
 };
 
+// This engine's KV geometry, as the header records it (num_blocks left 0).
+Header geometry(const std::vector<sy_tensor>& keys, int32_t block_size, int64_t vocab) {
+  const sy_tensor& k = keys[0];
+  return Header{static_cast<uint32_t>(keys.size()), static_cast<uint32_t>(k.dims[1]), static_cast<uint32_t>(block_size),
+                static_cast<uint32_t>(k.dims[3]),     static_cast<uint32_t>(k.dtype),   static_cast<uint32_t>(std::max<int64_t>(vocab, 0)),
+                0};
+}
+
+// ids and one token more: match_prefix then takes ids' last block when it
+// is full (it always leaves a token to compute).
+std::vector<int32_t> probe_for(const std::vector<int32_t>& ids) {
+  std::vector<int32_t> probe(ids);
+  probe.push_back(0);
+  return probe;
+}
+
 template <typename T>
 void put(std::string& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -58,28 +74,23 @@ class Reader {
 
 }  // namespace
 
+uint64_t StepEngine::new_seq_id() {
+  std::lock_guard<std::mutex> l(mu_);
+  return next_id_++;
+}
+
 std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
   const auto layers = static_cast<int32_t>(key_cache_.size());
   SY_CHECK_KIND(key_cache_[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
                 "KV export: the KV cache is in device memory; export reads host memory only");
   const size_t bytes_per_block = static_cast<size_t>(key_cache_[0].dims[1] * key_cache_[0].dims[2] * key_cache_[0].dims[3]) *
                                  dtype_size(static_cast<DType>(key_cache_[0].dtype));
-  Header h{static_cast<uint32_t>(layers), static_cast<uint32_t>(key_cache_[0].dims[1]), static_cast<uint32_t>(block_size_),
-           static_cast<uint32_t>(key_cache_[0].dims[3]), static_cast<uint32_t>(key_cache_[0].dtype),
-           static_cast<uint32_t>(std::max<int64_t>(model_.vocab_size(), 0)), 0};
+  Header h = geometry(key_cache_, block_size_, model_.vocab_size());
   std::string out(kMagic, 4);
   put(out, kVersion);
   std::lock_guard<std::mutex> lock(forward_mu_);
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    seq = next_id_++;
-  }
-  // One token past ids lets match_prefix take ids' last block when it is
-  // full (it always leaves a token to compute).
-  std::vector<int32_t> probe(ids);
-  probe.push_back(0);
-  const int32_t cached = cache_.match_prefix(seq, probe);
+  const uint64_t seq = new_seq_id();
+  const int32_t cached = cache_.match_prefix(seq, probe_for(ids));
   std::vector<int32_t> table;
   if (cached > 0) {
     try {
@@ -111,9 +122,8 @@ int32_t StepEngine::import_kv(const std::string& data) {
   SY_CHECK(version == kVersion, "KV import: format version " << version << " (this engine reads version " << kVersion << ")");
   const auto h = r.get<Header>("the header");
   const auto layers = static_cast<uint32_t>(key_cache_.size());
-  const Header mine{layers, static_cast<uint32_t>(key_cache_[0].dims[1]), static_cast<uint32_t>(block_size_),
-                    static_cast<uint32_t>(key_cache_[0].dims[3]), static_cast<uint32_t>(key_cache_[0].dtype),
-                    static_cast<uint32_t>(std::max<int64_t>(model_.vocab_size(), 0)), h.num_blocks};
+  Header mine = geometry(key_cache_, block_size_, model_.vocab_size());
+  mine.num_blocks = h.num_blocks;
   SY_CHECK(std::memcmp(&h, &mine, sizeof h) == 0,
            "KV import: the export's KV geometry (layers " << h.layers << ", kv_heads " << h.kv_heads << ", block_size " << h.block_size
                                                           << ", head_dim " << h.head_dim << ", dtype " << h.dtype << ", vocab " << h.vocab
@@ -136,14 +146,9 @@ int32_t StepEngine::import_kv(const std::string& data) {
   if (h.num_blocks == 0) return 0;
 
   std::lock_guard<std::mutex> lock(forward_mu_);
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    seq = next_id_++;
-  }
+  const uint64_t seq = new_seq_id();
   // Blocks this cache already holds stay; the rest are written and committed.
-  std::vector<int32_t> probe(ids);
-  probe.push_back(0);
+  const std::vector<int32_t> probe = probe_for(ids);
   const int32_t cached = cache_.match_prefix(seq, probe);
   const auto have = static_cast<uint32_t>(cached / block_size_);
   bool holds = cached > 0;
@@ -172,11 +177,7 @@ int32_t StepEngine::import_kv(const std::string& data) {
   if (holds) cache_.release(seq);
   // What a request with this prompt will now find (a cache manager without
   // prefix caching forgets the blocks on release).
-  uint64_t check;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    check = next_id_++;
-  }
+  const uint64_t check = new_seq_id();
   const int32_t found = cache_.match_prefix(check, probe);
   if (found > 0) cache_.release(check);
   drain_cache_events();

@@ -118,6 +118,12 @@ def test_streaming_through_ray_equals_a_direct_switchyard_serve(cluster, direct)
     assert whole.choices[0].text == stream_text(direct, False, "Once upon a time", max_tokens=40, temperature=0)
     with pytest.raises(openai.BadRequestError, match="temperature"):
         cluster["prefix"].completions.create(model="stories260K", prompt="x", temperature=5)
+    # /metrics keeps switchyard serve's names, per replica.
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{cluster['port']}/prefix/metrics", timeout=30).read().decode()
+    for name in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_hits_total"):
+        assert f"switchyard:{name}{{replica=" in text, text
 
 
 async def run_workload(base_url: str, requests, concurrency: int = 8):
@@ -250,3 +256,87 @@ def test_a_replica_killed_under_load_loses_no_request(cluster):
         assert time.perf_counter() - killed_at < 30, "the replica count did not recover within 30 s"
         time.sleep(0.5)
     print(f"[ray] replica count back to 2 after {time.perf_counter() - killed_at:.1f} s")
+
+
+def test_a_stream_on_a_killed_replica_ends_with_a_retriable_error(cluster):
+    """Two long streams, one per replica (round robin); one replica is killed
+    once both have sent text: its stream ends with an error saying the
+    request can be retried, the other finishes."""
+    port = cluster["port"]
+    while running_replicas("rr") < 2:
+        time.sleep(0.5)
+    outcomes = []
+
+    async def run():
+        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/rr/v1", api_key="none", max_retries=0, timeout=120)
+        started = asyncio.Event()
+        begun = []
+
+        async def one(i):
+            text, tokens = [], 0
+            try:
+                s = await client.completions.create(model="stories260K", prompt=f"Once upon a time {i}", max_tokens=3000,
+                                                    temperature=0, stream=True, stream_options={"include_usage": True},
+                                                    extra_body={"ignore_eos": True})
+                async for c in s:
+                    if c.choices and c.choices[0].text:
+                        text.append(c.choices[0].text)
+                        if len(text) == 5:
+                            begun.append(i)
+                            if len(begun) == 2:
+                                started.set()
+                    if c.usage:
+                        tokens = c.usage.completion_tokens
+                outcomes.append(("done", tokens))
+            except openai.APIError as e:
+                outcomes.append(("error", str(e)))
+
+        async def killer():
+            await started.wait()
+            ray.kill(ray.get_actor(replica_actors("rr")[0], namespace="serve"), no_restart=True)
+
+        await asyncio.gather(one(0), one(1), killer())
+        await client.close()
+
+    asyncio.run(run())
+    print(f"\n[ray] two streams, one replica killed: {outcomes}")
+    errors = [o[1] for o in outcomes if o[0] == "error"]
+    assert len(errors) == 1 and "safe to retry" in errors[0], outcomes
+    assert [o for o in outcomes if o[0] == "done"][0][1] == 3000
+
+
+def test_autoscaling_on_ongoing_requests_adds_a_replica_under_load(cluster, manifest):
+    from switchyard.ray import build_app
+
+    autoscaling = {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2, "upscale_delay_s": 1,
+                   "downscale_delay_s": 600, "metrics_interval_s": 0.5, "look_back_period_s": 2}
+    serve.run(build_app(model=MODEL, manifest=manifest, profile=None, tokenizer=TOKENIZER, model_name="stories260K",
+                        replica_cpus=0.25, autoscaling=autoscaling), name="auto", route_prefix="/auto")
+    assert running_replicas("auto") == 1
+    port = cluster["port"]
+
+    async def load(stop):
+        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/auto/v1", api_key="none", max_retries=0, timeout=120)
+
+        async def worker(i):
+            while not stop.is_set():
+                await client.completions.create(model="stories260K", prompt=f"Once upon a time {i}", max_tokens=200,
+                                                temperature=0, extra_body={"ignore_eos": True})
+
+        await asyncio.gather(*(worker(i) for i in range(8)))
+        await client.close()
+
+    async def run():
+        stop = asyncio.Event()
+        task = asyncio.create_task(load(stop))
+        start = time.perf_counter()
+        while running_replicas("auto") < 2 and time.perf_counter() - start < 60:
+            await asyncio.sleep(0.5)
+        stop.set()
+        await task
+        return time.perf_counter() - start
+
+    took = asyncio.run(run())
+    print(f"\n[ray] autoscaling: 8 concurrent requests (target 2 per replica) -> {running_replicas('auto')} replicas after {took:.1f} s")
+    assert running_replicas("auto") == 2
+    serve.delete("auto")

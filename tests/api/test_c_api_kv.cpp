@@ -49,6 +49,18 @@ std::vector<int32_t> tokenize(sy_engine* e, const std::string& text) {
   return ids;
 }
 
+// A manifest for stories260K with the given cache line, in a fresh folder.
+std::string write_manifest(const std::string& name, const std::string& cache) {
+  const auto dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string d = SY_PLUGIN_DIR;
+  const std::string manifest = (dir / "m.yaml").string();
+  std::ofstream(manifest) << "model: " << kModel << "\ntokenizer: " << kTokenizer << "\nplugins:\n  - " << d
+                          << "/attention/libswitchyard_attention.so\n  - " << d << "/cache/libswitchyard_cache.so\n"
+                          << "passes: [attention-fusion]\ncache: " << cache << "\n";
+  return manifest;
+}
+
 struct Output {
   std::vector<int32_t> tokens;
   int32_t cached = 0;
@@ -159,13 +171,7 @@ TEST(CApiKv, BlockHashesFollowTheFormulaTheHeaderDocuments) {
 
 TEST(CApiKv, EventsNameTheBlocksOfThePromptAndEveryRemovalWasStored) {
   // A small cache (24 blocks of 16 tokens) so that new prompts evict.
-  const auto dir = std::filesystem::temp_directory_path() / ("sy-kv-events-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string d = SY_PLUGIN_DIR;
-  const std::string manifest = (dir / "m.yaml").string();
-  std::ofstream(manifest) << "model: " << kModel << "\ntokenizer: " << kTokenizer << "\nplugins:\n  - " << d
-                          << "/attention/libswitchyard_attention.so\n  - " << d << "/cache/libswitchyard_cache.so\n"
-                          << "passes: [attention-fusion]\ncache: {name: prefix-caching, options: {block_size: 16, num_blocks: 24}}\n";
+  const std::string manifest = write_manifest("sy-kv-events", "{name: prefix-caching, options: {block_size: 16, num_blocks: 24}}");
   Engine eng(nullptr, manifest);
   ASSERT_TRUE(eng.e);
   ASSERT_EQ(sy_kv_events_enable(eng.e, 4096), SY_API_OK) << sy_last_error();
@@ -218,7 +224,7 @@ TEST(CApiKv, EventsNameTheBlocksOfThePromptAndEveryRemovalWasStored) {
   const std::vector<Event> lost = poll_all(eng.e);
   ASSERT_FALSE(lost.empty());
   EXPECT_EQ(lost.back().kind, SY_KV_EVENTS_LOST);
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(std::filesystem::path(manifest).parent_path());
 }
 
 TEST(CApiKv, ACacheWithoutEventsSaysSo) {
@@ -280,13 +286,7 @@ TEST(CApiKv, ExportedKvLetsAnotherEngineSkipThePrefillWithTheSameOutput) {
 }
 
 TEST(CApiKv, ImportRefusesAnotherKvGeometryNamingIt) {
-  const auto dir = std::filesystem::temp_directory_path() / ("sy-kv-geom-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string d = SY_PLUGIN_DIR;
-  const std::string manifest = (dir / "m.yaml").string();
-  std::ofstream(manifest) << "model: " << kModel << "\ntokenizer: " << kTokenizer << "\nplugins:\n  - " << d
-                          << "/attention/libswitchyard_attention.so\n  - " << d << "/cache/libswitchyard_cache.so\n"
-                          << "passes: [attention-fusion]\ncache: {name: prefix-caching, options: {block_size: 8}}\n";
+  const std::string manifest = write_manifest("sy-kv-geom", "{name: prefix-caching, options: {block_size: 8}}");
   Engine a("prefix"), b(nullptr, manifest);
   ASSERT_TRUE(a.e && b.e);
   const std::vector<int32_t> prompt = tokenize(a.e, kStory);
@@ -298,7 +298,7 @@ TEST(CApiKv, ImportRefusesAnotherKvGeometryNamingIt) {
   int32_t cached = 0;
   EXPECT_EQ(sy_kv_import(b.e, data.data(), size, &cached), SY_API_INVALID_ARGUMENT);
   EXPECT_NE(std::string(sy_last_error()).find("block_size 16"), std::string::npos) << sy_last_error();
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(std::filesystem::path(manifest).parent_path());
 }
 
 TEST(CApiKv, TeacherForcedLogitsAgreeWithGreedyDecoding) {
