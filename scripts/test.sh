@@ -27,11 +27,13 @@ stage "ASan + UBSan tests"
   ctest --output-on-failure -j2)
 stage "Python package and Ray Serve"
 # pip install . against the installed (instrumented) library; the
-# interpreter loads the ASan runtime first, and so do the Ray processes it starts.
+# interpreter loads the ASan runtime first, and so do the Ray processes it
+# starts; libstdc++ with it, or ASan's __cxa_throw interceptor finds no real
+# one (python itself does not link libstdc++).
 PREFIX="$PWD/$BUILD/prefix"
 cmake --install "$BUILD" --prefix "$PREFIX" > /dev/null
 CMAKE_PREFIX_PATH="$PREFIX" python3 -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .
-(cd python/tests && LD_PRELOAD="$(g++ -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=16 \
+(cd python/tests && LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=16 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SWITCHYARD_PREFIX="$PREFIX" RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S=60 \
   python3 -m pytest -q -s -p no:cacheprovider .)
 stage "ThreadSanitizer"

@@ -190,15 +190,17 @@ def test_the_type_stubs_cover_the_extension():
 
 
 def test_structured_output_through_python(engine):
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
+    # Bounded (an unbounded integer may run past max_tokens and end cut off).
+    schema = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+              "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}}}
     try:
-        r = engine.generate("Once upon a time", max_tokens=64, temperature=0.8, seed=3, constraint=("json_schema", schema))
+        r = engine.generate("Once upon a time", max_tokens=128, temperature=0.8, seed=3, constraint=("json_schema", schema))
     except switchyard.InvalidArgument as e:
         if "logits processor" in str(e):
             pytest.skip("this build has no logits processor (xgrammar not found)")
         raise
+    assert r.finish_reason == "stop", r
     value = json.loads(r.text)
-    assert isinstance(value["name"], str) and isinstance(value["age"], int) and r.finish_reason == "stop"
+    assert isinstance(value["name"], str) and len(value["name"]) <= 12 and 0 <= value["age"] <= 120
     with pytest.raises(switchyard.InvalidArgument):
         engine.generate("Once", constraint=("json_schema", "{not json"))

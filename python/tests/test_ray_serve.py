@@ -261,7 +261,8 @@ def test_a_replica_killed_under_load_loses_no_request(cluster):
 def test_a_stream_on_a_killed_replica_ends_with_a_retriable_error(cluster):
     """Two long streams, one per replica (round robin); one replica is killed
     once both have sent text: its stream ends with an error saying the
-    request can be retried, the other finishes."""
+    request can be retried, the other finishes (600 tokens: the test cache
+    holds 768 per sequence)."""
     port = cluster["port"]
     while running_replicas("rr") < 2:
         time.sleep(0.5)
@@ -275,7 +276,7 @@ def test_a_stream_on_a_killed_replica_ends_with_a_retriable_error(cluster):
         async def one(i):
             text, tokens = [], 0
             try:
-                s = await client.completions.create(model="stories260K", prompt=f"Once upon a time {i}", max_tokens=3000,
+                s = await client.completions.create(model="stories260K", prompt=f"Once upon a time {i}", max_tokens=600,
                                                     temperature=0, stream=True, stream_options={"include_usage": True},
                                                     extra_body={"ignore_eos": True})
                 async for c in s:
@@ -302,7 +303,7 @@ def test_a_stream_on_a_killed_replica_ends_with_a_retriable_error(cluster):
     print(f"\n[ray] two streams, one replica killed: {outcomes}")
     errors = [o[1] for o in outcomes if o[0] == "error"]
     assert len(errors) == 1 and "safe to retry" in errors[0], outcomes
-    assert [o for o in outcomes if o[0] == "done"][0][1] == 3000
+    assert [o for o in outcomes if o[0] == "done"][0][1] == 600
 
 
 def test_autoscaling_on_ongoing_requests_adds_a_replica_under_load(cluster, manifest):
