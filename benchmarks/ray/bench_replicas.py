@@ -80,6 +80,8 @@ def main():
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--num-blocks", type=int, default=48,
+                    help="KV blocks (16 tokens) per replica: 48 holds two of the four system prompts, 256 all of them")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     prefix = pathlib.Path(os.environ["SWITCHYARD_PREFIX"])
@@ -88,7 +90,7 @@ def main():
     manifest.write_text(
         f"model: {MODEL}\ntokenizer: {TOKENIZER}\nplugins:\n  - {plugins}/attention/libswitchyard_attention.so\n"
         f"  - {plugins}/cache/libswitchyard_cache.so\npasses: [attention-fusion]\n"
-        "cache: {name: prefix-caching, options: {block_size: 16, num_blocks: 48}}\n")
+        f"cache: {{name: prefix-caching, options: {{block_size: 16, num_blocks: {args.num_blocks}}}}}\n")
     prompts = [f"{SYSTEM[i % 4]} {QUESTIONS[i % len(QUESTIONS)]} ({i})" for i in range(args.requests)]
     configs = [
         ("1 replica x 1 thread", dict(num_replicas=1, threads=1, router="prefix")),
@@ -119,7 +121,7 @@ def main():
     ray.shutdown()
     base = results[0]["output_tokens_per_s"]
     print(f"\n{args.requests} streamed requests, concurrency {args.concurrency}, {args.max_tokens} tokens each, stories260K, "
-          f"{os.cpu_count()} CPUs\n")
+          f"{args.num_blocks} KV blocks per replica, {os.cpu_count()} CPUs\n")
     print(f"| configuration | output tok/s | vs 1x1 | TTFT p50 / p99 ms | TPOT p50 / p99 ms | prefix hit rate |")
     print("|---|---|---|---|---|---|")
     for r in results:
@@ -127,7 +129,7 @@ def main():
               f"{r['ttft_ms_p50']:.0f} / {r['ttft_ms_p99']:.0f} | {r['tpot_ms_p50']:.1f} / {r['tpot_ms_p99']:.1f} | "
               f"{r['prefix_hit_rate']:.3f} |")
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=2))
+        pathlib.Path(args.json).write_text(json.dumps({"cpus": os.cpu_count(), "num_blocks": args.num_blocks, "results": results}, indent=2))
 
 
 if __name__ == "__main__":

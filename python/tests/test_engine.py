@@ -204,3 +204,18 @@ def test_structured_output_through_python(engine):
     assert isinstance(value["name"], str) and len(value["name"]) <= 12 and 0 <= value["age"] <= 120
     with pytest.raises(switchyard.InvalidArgument):
         engine.generate("Once", constraint=("json_schema", "{not json"))
+
+
+def test_chat_through_a_template_equals_the_cli(cli):
+    folder = str(REAL / "qwen2-optimum")
+    template = str(REAL.parent.parent / "chat" / "templates" / "chatml_tools.jinja")
+    out = subprocess.run([cli, "generate", "--model", folder + "/model.onnx", "--chat", "--chat-template", template,
+                          "--system", "You are terse.", "--prompt", "Name a color.", "-n", "16", "--json"],
+                         check=True, capture_output=True, text=True, timeout=300).stdout
+    ref = json.loads(out.strip().splitlines()[-1])
+    with switchyard.Engine(model=folder + "/model.onnx", chat_template=template, threads=1) as e:
+        messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a color."}]
+        ids = e.render_chat(messages)
+        assert ids == ref["prompt_ids"]
+        got = e.chat(messages, max_tokens=16)
+    assert got.token_ids == ref["ids"] and got.text == ref["text"]
