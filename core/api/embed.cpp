@@ -341,14 +341,8 @@ sy_api_status sy_token_text(const sy_engine* engine, int32_t token, char* text, 
 
 sy_api_status sy_tokenize(const sy_engine* engine, const char* text, int32_t add_bos, int32_t* ids, int32_t capacity,
                           int32_t* count) {
-  return guarded([&]() -> sy_api_status {
-    if (!engine || !text || !count) return fail(SY_API_INVALID_ARGUMENT, "sy_tokenize: engine, text and count are required");
-    if (!engine->tok.tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
-    auto v = engine->tok.tokenizer->encode(text, add_bos != 0);
-    *count = static_cast<int32_t>(v.size());
-    for (int32_t i = 0; i < capacity && i < *count; ++i) ids[i] = v[static_cast<size_t>(i)];
-    return static_cast<sy_api_status>(SY_API_OK);
-  });
+  if (engine && !engine->tok.tokenizer) return fail(SY_API_NOT_FOUND, "the manifest names no tokenizer and none is beside the model");
+  return sy_tokenizer_encode(engine ? &engine->tok : nullptr, text, add_bos, ids, capacity, count);
 }
 
 sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, sy_request** out) {

@@ -42,7 +42,6 @@ std::vector<uint64_t> kv_block_hashes(const int32_t* ids, int64_t n, int32_t blo
 }
 
 void KvEventLog::push(KvEvent e) {
-  if (capacity_ == 0) return;
   e.sequence = ++sequence_;
   if (queue_.size() >= capacity_) {
     // Nobody polled in time: the consumer's view is stale either way. One
@@ -72,15 +71,15 @@ void KvEventLog::record(const std::vector<PluginCacheManager::Event>& events) {
       }
       const uint64_t h = kv_block_hash(parent, e.tokens.data(), static_cast<int32_t>(e.tokens.size()));
       blocks_[e.block] = Block{h, parent, ++stored_, e.tokens};
-      push(KvEvent{KvEventKind::Stored, 0, h, parent, e.tokens, now});
+      if (capacity_) push(KvEvent{KvEventKind::Stored, 0, h, parent, e.tokens, now});
     } else if (e.kind == SY_CACHE_BLOCK_REMOVED) {
       auto it = blocks_.find(e.block);
       if (it == blocks_.end()) continue;  // an orphan's removal, or never findable
-      push(KvEvent{KvEventKind::Removed, 0, it->second.hash, 0, {}, now});
+      if (capacity_) push(KvEvent{KvEventKind::Removed, 0, it->second.hash, 0, {}, now});
       blocks_.erase(it);
     } else {
       blocks_.clear();
-      push(KvEvent{KvEventKind::AllCleared, 0, 0, 0, {}, now});
+      if (capacity_) push(KvEvent{KvEventKind::AllCleared, 0, 0, 0, {}, now});
     }
   }
 }

@@ -61,7 +61,7 @@ class KvEventLog {
     uint64_t order;  // when it was stored: parents come before children
     std::vector<int32_t> tokens;
   };
-  void push(KvEvent e);  // with mu_ held
+  void push(KvEvent e);  // with mu_ held, while recording (capacity_ > 0)
 
   const int32_t device_;
   mutable std::mutex mu_;

@@ -61,32 +61,6 @@ class KvEvent:
     timestamp: float = 0.0
 
 
-class _Utf8:
-    """Joins text pieces that may split a UTF-8 character."""
-
-    def __init__(self) -> None:
-        self._pending = b""
-
-    def push(self, data: bytes) -> str:
-        data = self._pending + data
-        cut = len(data)
-        # Hold back an incomplete character at the end (at most 3 bytes).
-        for back in range(1, min(4, len(data)) + 1):
-            c = data[-back]
-            if c & 0xC0 == 0x80:
-                continue
-            need = 2 if c & 0xE0 == 0xC0 else 3 if c & 0xF0 == 0xE0 else 4 if c & 0xF8 == 0xF0 else 1
-            if need > back:
-                cut = len(data) - back
-            break
-        self._pending = data[cut:]
-        return data[:cut].decode("utf-8", errors="replace")
-
-    def flush(self) -> str:
-        rest, self._pending = self._pending, b""
-        return rest.decode("utf-8", errors="replace")
-
-
 class Tokenizer:
     """Text <-> token ids and chat templates. Opened from a tokenizer file or
     a model folder (no engine needed: what a router or an ingress uses), or
@@ -249,24 +223,30 @@ class Engine:
         chunks = list(self.stream(prompt, **sampling))
         return chunks[-1].result
 
+    def _chunk(self, req: "_core.Request", ids: List[int], update) -> Optional[Chunk]:
+        """One chunk from a request's (new ids, new text, finished) update;
+        None when nothing new arrived. The engine already holds back an
+        incomplete UTF-8 character, so every piece decodes on its own."""
+        new_ids, new_bytes, finished = update
+        piece = new_bytes.decode("utf-8", errors="replace")
+        ids.extend(new_ids)
+        if finished:
+            result = self._result(req.text().decode("utf-8", errors="replace"), ids, req.info())
+            return Chunk(piece, list(new_ids), result.finish_reason, result)
+        return Chunk(piece, list(new_ids)) if piece or new_ids else None
+
     def stream(self, prompt: Prompt, **sampling) -> Iterator[Chunk]:
         """Yields chunks as the engine produces tokens (blocking waits release
         the GIL). Closing the iterator early cancels the request."""
         req = self._submit(prompt, False, **sampling)
-        utf8 = _Utf8()
-        text, ids = [], []
+        ids: List[int] = []
         try:
             while True:
-                new_ids, new_bytes, finished = req.next(-1.0)
-                piece = utf8.push(new_bytes) + (utf8.flush() if finished else "")
-                text.append(piece)
-                ids.extend(new_ids)
-                if finished:
-                    result = self._result(req.text().decode("utf-8", errors="replace"), ids, req.info())
-                    yield Chunk(piece, list(new_ids), result.finish_reason, result)
-                    return
-                if piece or new_ids:
-                    yield Chunk(piece, list(new_ids))
+                chunk = self._chunk(req, ids, req.next(-1.0))
+                if chunk is not None:
+                    yield chunk
+                    if chunk.result is not None:
+                        return
         finally:
             if not req.finished:
                 req.cancel()
@@ -279,23 +259,17 @@ class Engine:
         ready = asyncio.Event()
         fd = req.fileno()
         loop.add_reader(fd, ready.set)
-        utf8 = _Utf8()
-        text, ids = [], []
+        ids: List[int] = []
         try:
             while True:
                 await ready.wait()
                 ready.clear()
                 req.ack()
-                new_ids, new_bytes, finished = req.take()
-                piece = utf8.push(new_bytes) + (utf8.flush() if finished else "")
-                text.append(piece)
-                ids.extend(new_ids)
-                if finished:
-                    result = self._result(req.text().decode("utf-8", errors="replace"), ids, req.info())
-                    yield Chunk(piece, list(new_ids), result.finish_reason, result)
-                    return
-                if piece or new_ids:
-                    yield Chunk(piece, list(new_ids))
+                chunk = self._chunk(req, ids, req.take())
+                if chunk is not None:
+                    yield chunk
+                    if chunk.result is not None:
+                        return
         finally:
             loop.remove_reader(fd)
             if not req.finished:

@@ -118,6 +118,16 @@ def test_streaming_through_ray_equals_a_direct_switchyard_serve(cluster, direct)
     assert whole.choices[0].text == stream_text(direct, False, "Once upon a time", max_tokens=40, temperature=0)
     with pytest.raises(openai.BadRequestError, match="temperature"):
         cluster["prefix"].completions.create(model="stories260K", prompt="x", temperature=5)
+    # A field the deployment cannot honour is refused, naming it, never dropped.
+    with pytest.raises(openai.BadRequestError, match="guided_json"):
+        cluster["prefix"].completions.create(model="stories260K", prompt="x", extra_body={"guided_json": {"type": "object"}})
+    with pytest.raises(openai.BadRequestError, match="logit_bias"):
+        cluster["prefix"].completions.create(model="stories260K", prompt="x", logit_bias={"5": 10})
+    # Text parts of a chat message are joined, as switchyard serve does.
+    parts = cluster["prefix"].chat.completions.create(
+        model="stories260K", max_tokens=20, temperature=0,
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Once upon "}, {"type": "text", "text": "a time"}]}])
+    assert parts.choices[0].message.content == stream_text(direct, True, "Once upon a time", max_tokens=20, temperature=0)
     # /metrics keeps switchyard serve's names, per replica.
     import urllib.request
 

@@ -43,21 +43,41 @@ def _int(body: Dict, key: str, default: Optional[int]) -> Optional[int]:
     return v
 
 
-UNSUPPORTED = ("logprobs", "top_logprobs", "echo", "suffix", "tools", "functions", "response_format", "logit_bias")
+# Every field this ingress reads; "model" and "user" change nothing. Any
+# other field (logprobs, tools, response_format, guided_*, logit_bias, ...)
+# would change the answer if honoured, so it is refused, never dropped.
+KNOWN = {"model", "user", "prompt", "messages", "add_generation_prompt", "max_tokens", "max_completion_tokens",
+         "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "seed",
+         "stop", "stop_token_ids", "ignore_eos", "n", "stream", "stream_options"}
+
+
+def _text_content(message: Any) -> Any:
+    """A message with its content parts joined, as switchyard serve does:
+    text parts only (an image or audio part is refused)."""
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    texts = []
+    for part in message["content"]:
+        if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise BadRequest(f"content parts of type '{kind}' are not supported (text only)", "messages")
+        texts.append(part["text"])
+    return {**message, "content": "".join(texts)}
 
 
 def parse(body: Any, chat: bool, tokenizer: switchyard.Tokenizer) -> Parsed:
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
-    for key in UNSUPPORTED:
-        if body.get(key) not in (None, False, [], {}):
-            raise BadRequest(f"'{key}' is not supported by the Ray deployment (use switchyard serve)", key)
+    for key, value in body.items():
+        if key not in KNOWN and value is not None:
+            raise BadRequest(f"'{key}' is not supported by the Ray deployment (switchyard serve has more)", key)
     if _int(body, "n", 1) != 1:
         raise BadRequest("n must be 1", "n")
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("'messages' must be a non-empty list", "messages")
+        messages = [_text_content(m) for m in messages]
         try:
             text = tokenizer.apply_chat_template(messages, add_generation_prompt=bool(body.get("add_generation_prompt", True)))
             ids = tokenizer.encode(text, add_bos=False)
@@ -99,6 +119,13 @@ def parse(body: Any, chat: bool, tokenizer: switchyard.Tokenizer) -> Parsed:
     }
     if body.get("top_k") is not None:
         params["top_k"] = _int(body, "top_k", 0)
+    params["min_p"] = _number(body, "min_p", 0.0, 0, 1)
+    params["repetition_penalty"] = _number(body, "repetition_penalty", 1.0, 0, 100) or 1.0
+    stop_ids = body.get("stop_token_ids")
+    if stop_ids is not None:
+        if not (isinstance(stop_ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in stop_ids)):
+            raise BadRequest("'stop_token_ids' must be a list of token ids", "stop_token_ids")
+        params["stop_token_ids"] = stop_ids
     options = body.get("stream_options") or {}
     return Parsed(ids, params, bool(body.get("stream", False)), bool(options.get("include_usage", False)))
 
