@@ -219,3 +219,20 @@ def test_chat_through_a_template_equals_the_cli(cli):
         assert ids == ref["prompt_ids"]
         got = e.chat(messages, max_tokens=16)
     assert got.token_ids == ref["ids"] and got.text == ref["text"]
+
+
+@pytest.mark.parametrize("export", ["qwen2-optimum", "mistral-torchscript", "llama3-dynamo"])
+def test_kv_transfer_and_events_on_real_exports(export):
+    model = str(REAL / export / "model.onnx")
+    prompt = "Hello, my name is Lily and I like to play in the park with my friends every day after school because it is fun."
+    with switchyard.Engine(model=model, profile="prefix", threads=1) as prefill, \
+            switchyard.Engine(model=model, profile="prefix", threads=1) as decode, \
+            switchyard.Engine(model=model, profile="paged", threads=1) as single:
+        prefill.generate(prompt, max_tokens=1)
+        imported = decode.import_kv(prefill.export_kv(prompt))
+        got = decode.generate(prompt, max_tokens=24)
+        assert imported > 0 and got.cached_tokens == imported
+        assert got.token_ids == single.generate(prompt, max_tokens=24).token_ids
+        decode.enable_kv_events()
+        stored = {e.block_hash for e in decode.poll_kv_events() if e.kind == "stored"}
+        assert set(decode.block_hashes(prompt)) <= stored
