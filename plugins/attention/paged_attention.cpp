@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "attend.h"
 #include "attention_plugin.h"
 
 namespace sy_attention {
@@ -27,13 +29,8 @@ PagedAttentionKernel::PagedAttentionKernel(const sy::plugin::NodeRef& n) {
 
 namespace {
 
-// Explicit SIMD reduction (-fopenmp-simd): vectorised without -ffast-math.
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+// Query rows per attention tile (a GQA group larger than this is one tile a token).
+constexpr int64_t kTileRows = 16;
 
 // Rotates the first 2*half values of one head at position pos.
 inline void rotate(float* x, int64_t pos, const float* cos_c, const float* sin_c, int64_t half, bool interleaved) {
@@ -48,7 +45,7 @@ inline void rotate(float* x, int64_t pos, const float* cos_c, const float* sin_c
 }
 
 // Rows of the KV cache in its stored type (float32, float16, bfloat16):
-// written from float, read as float (directly, or through a scratch row).
+// written from float (attend.h reads them).
 struct CacheRows {
   void* base;
   int32_t dtype;
@@ -60,12 +57,6 @@ struct CacheRows {
     }
     uint16_t* dst = static_cast<uint16_t*>(base) + at;
     for (int64_t i = 0; i < D; ++i) dst[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(src[i]) : sy::plugin::f32_to_bf16(src[i]);
-  }
-  const float* read(int64_t at, float* scratch) const {
-    if (dtype == SY_DTYPE_FLOAT32) return static_cast<const float*>(base) + at;
-    const uint16_t* src = static_cast<const uint16_t*>(base) + at;
-    for (int64_t i = 0; i < D; ++i) scratch[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f16_to_f32(src[i]) : sy::plugin::bf16_to_f32(src[i]);
-    return scratch;
   }
 };
 
@@ -153,64 +144,62 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
       }
     }
   }
-  // 2. Attention, one (sequence, query head) pair per work item.
+  // 2. Attention in tiles: the query heads of one KV head times up to
+  // kTileRows / group tokens of one sequence, each tile reading its context's
+  // keys and values once (attend.h). Tiles are taken largest first from a
+  // shared counter, so a long prompt's tiles and many short decodes spread
+  // evenly over the threads.
   const int64_t group = H / KVH;
-  const int64_t items = static_cast<int64_t>(step->num_seqs) * H;
-  const float cap = softcap_;
-  auto work = [&](int64_t b, int64_t e) {
-    std::vector<float> scores(static_cast<size_t>(BS)), acc(static_cast<size_t>(D)), qbuf(static_cast<size_t>(D)),
-        row(static_cast<size_t>(D));
-    for (int64_t it = b; it < e; ++it) {
-      int64_t i = it / H, h = it % H, g = h / group;
-      int64_t q0 = step->query_start[i], n = step->query_start[i + 1] - q0, ctx = step->context_len[i];
-      for (int64_t j = 0; j < n; ++j) {
-        const float* qv = Q + QL.offset(h, q0 + j);
-        if (rotary) {
-          std::memcpy(qbuf.data(), qv, static_cast<size_t>(D) * sizeof(float));
-          rotate(qbuf.data(), step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
-          qv = qbuf.data();
-        }
-        int64_t last = ctx - n + j;  // causal: keys 0..last
-        int64_t first = window_ > 0 ? std::max<int64_t>(0, last - window_ + 1) : 0;
-        float m = -std::numeric_limits<float>::infinity(), l = 0.f;
-        std::fill(acc.begin(), acc.end(), 0.f);
-        // Online softmax, one cache block at a time.
-        for (int64_t start = first; start <= last;) {
-          int64_t end = std::min(last + 1, (start / BS + 1) * BS);
-          int64_t block = tables[i * maxb + start / BS];
-          const int64_t kb = ((block * KVH + g) * BS) * D;
-          float bm = m;
-          for (int64_t p = start; p < end; ++p) {
-            float s = dot(qv, K.read(kb + (p % BS) * D, row.data()), D) * scale_;
-            if (cap > 0.f) s = cap * std::tanh(s / cap);
-            scores[static_cast<size_t>(p - start)] = s;
-            bm = std::max(bm, s);
-          }
-          float correction = std::exp(m - bm);
-          l *= correction;
-          float* a = acc.data();
-#pragma omp simd
-          for (int64_t d = 0; d < D; ++d) a[d] *= correction;
-          for (int64_t p = start; p < end; ++p) {
-            float w = std::exp(scores[static_cast<size_t>(p - start)] - bm);
-            l += w;
-            const float* vv = V.read(kb + (p % BS) * D, row.data());
-#pragma omp simd
-            for (int64_t d = 0; d < D; ++d) a[d] += w * vv[d];
-          }
-          m = bm;
-          start = end;
-        }
-        float* o = O + QL.offset(h, q0 + j);
-        float inv = 1.f / l;
-        for (int64_t d = 0; d < D; ++d) o[d] = acc[static_cast<size_t>(d)] * inv;
+  const int64_t tile_tokens = std::max<int64_t>(1, kTileRows / group);
+  struct Tile {
+    int32_t seq;
+    int32_t kv_head;
+    int64_t t0, t1;  // the sequence's query tokens [t0, t1)
+    int64_t cost;
+  };
+  std::vector<Tile> tiles;
+  int64_t total_cost = 0;
+  for (int32_t i = 0; i < step->num_seqs; ++i) {
+    const int64_t n = step->query_start[i + 1] - step->query_start[i], ctx = step->context_len[i];
+    for (int64_t t0 = 0; t0 < n; t0 += tile_tokens) {
+      const int64_t t1 = std::min(n, t0 + tile_tokens);
+      const int64_t keys = window_ > 0 ? std::min<int64_t>(ctx - n + t1, window_ + (t1 - t0)) : ctx - n + t1;
+      for (int64_t g = 0; g < KVH; ++g) {
+        tiles.push_back({i, static_cast<int32_t>(g), t0, t1, (t1 - t0) * group * keys});
+        total_cost += (t1 - t0) * group * keys;
       }
     }
+  }
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
+  const AttendFn attend = attend_fn();
+  const int32_t max_rows = static_cast<int32_t>(tile_tokens * group);
+  std::atomic<size_t> next{0};
+  auto work = [&](int64_t, int64_t) {
+    std::vector<float> qrows(static_cast<size_t>(max_rows * D)), orows(static_cast<size_t>(max_rows * D)),
+        scratch(static_cast<size_t>(attend_scratch_floats(max_rows, D)));
+    std::vector<int64_t> last(static_cast<size_t>(max_rows));
+    for (size_t k = next++; k < tiles.size(); k = next++) {
+      const Tile& tile = tiles[k];
+      const int64_t q0 = step->query_start[tile.seq], n = step->query_start[tile.seq + 1] - q0, ctx = step->context_len[tile.seq];
+      int32_t rows = 0;
+      for (int64_t j = tile.t0; j < tile.t1; ++j)
+        for (int64_t hh = 0; hh < group; ++hh, ++rows) {
+          float* qv = qrows.data() + rows * D;
+          std::memcpy(qv, Q + QL.offset(tile.kv_head * group + hh, q0 + j), static_cast<size_t>(D) * sizeof(float));
+          if (rotary) rotate(qv, step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
+          last[static_cast<size_t>(rows)] = ctx - n + j;  // causal: keys 0..last
+        }
+      AttendTile at{D, BS, KVH, tile.kv_head, tables + tile.seq * maxb, kc.data, vc.data, kc.dtype, scale_, softcap_,
+                    window_, rows, qrows.data(), last.data(), orows.data()};
+      attend(at, scratch.data());
+      rows = 0;
+      for (int64_t j = tile.t0; j < tile.t1; ++j)
+        for (int64_t hh = 0; hh < group; ++hh, ++rows)
+          std::memcpy(O + QL.offset(tile.kv_head * group + hh, q0 + j), orows.data() + rows * D, static_cast<size_t>(D) * sizeof(float));
+    }
   };
-  int64_t total_keys = 0;
-  for (int32_t i = 0; i < step->num_seqs; ++i) total_keys += step->context_len[i] * (step->query_start[i + 1] - step->query_start[i]);
-  if (total_keys * H * D >= (1 << 16)) io.parallel_for(items, 1, work);
-  else work(0, items);
+  if (total_cost * D >= (1 << 16) && tiles.size() > 1) io.parallel_for(static_cast<int64_t>(tiles.size()), 1, work);
+  else work(0, 1);
 }
 
 }  // namespace sy_attention

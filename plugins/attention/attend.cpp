@@ -1,0 +1,108 @@
+// The attention tile's generic build (any CPU: multiply, then add) and the
+// run-time choice between it and the AVX2 / AVX-512 builds.
+#include "attend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <switchyard/plugin.hpp>
+
+namespace sy_attention {
+
+namespace attend_generic {
+
+struct Vec {
+  struct T {
+    float v[4];
+  };
+  static constexpr int64_t W = 4;
+  static T load(const float* p) { return {{p[0], p[1], p[2], p[3]}}; }
+  static void store(float* p, T a) { std::memcpy(p, a.v, sizeof a.v); }
+  static T set1(float a) { return {{a, a, a, a}}; }
+  static T zero() { return set1(0.f); }
+  template <class F>
+  static T map(T a, T b, F f) {
+    return {{f(a.v[0], b.v[0]), f(a.v[1], b.v[1]), f(a.v[2], b.v[2]), f(a.v[3], b.v[3])}};
+  }
+  static T sub(T a, T b) { return map(a, b, [](float x, float y) { return x - y; }); }
+  static T mul(T a, T b) { return map(a, b, [](float x, float y) { return x * y; }); }
+  static T max(T a, T b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
+  static T fmadd(T a, T b, T c) { return map(mul(a, b), c, [](float x, float y) { return x + y; }); }
+  static float sum(T a) { return (a.v[0] + a.v[2]) + (a.v[1] + a.v[3]); }
+  static T pow2(T t) {
+    T out;
+    for (int i = 0; i < 4; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &t.v[i], sizeof bits);
+      bits = (bits - (0x4B400000u - 127u)) << 23;
+      std::memcpy(&out.v[i], &bits, sizeof bits);
+    }
+    return out;
+  }
+};
+
+#include "attend_impl.inc"
+
+}  // namespace attend_generic
+
+#if defined(__x86_64__) && defined(SY_ATTEND_X86)
+namespace attend_avx2 {
+void attend(const AttendTile&, float*);
+}
+namespace attend_avx512 {
+void attend(const AttendTile&, float*);
+}
+#endif
+
+int64_t attend_scratch_floats(int32_t rows, int64_t head_dim) { return attend_generic::scratch_floats(rows, head_dim); }
+
+AttendFn attend_build(const char* name) {
+  if (std::strcmp(name, "generic") == 0) return attend_generic::attend;
+#if defined(__x86_64__) && defined(SY_ATTEND_X86)
+  __builtin_cpu_init();
+  if (std::strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f")) return attend_avx512::attend;
+  if (std::strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return attend_avx2::attend;
+#endif
+  return nullptr;
+}
+
+namespace {
+
+struct Path {
+  AttendFn fn;
+  const char* name;
+};
+
+Path choose() {
+  const char* forced = std::getenv("SWITCHYARD_ATTENTION_ISA");
+  if (forced && *forced) {
+    for (const char* name : {"avx512", "avx2", "generic"})
+      if (std::strcmp(forced, name) == 0) {
+        if (AttendFn fn = attend_build(name)) return {fn, name};
+        break;
+      }
+    throw std::invalid_argument(std::string("SWITCHYARD_ATTENTION_ISA=") + forced +
+                                ": not a path this CPU has (known paths: avx512, avx2, generic)");
+  }
+  for (const char* name : {"avx512", "avx2"})
+    if (AttendFn fn = attend_build(name)) return {fn, name};
+  return {attend_generic::attend, "generic"};
+}
+
+const Path& path() {
+  static const Path p = choose();
+  return p;
+}
+
+}  // namespace
+
+AttendFn attend_fn() { return path().fn; }
+const char* attend_path() { return path().name; }
+
+}  // namespace sy_attention

@@ -1,0 +1,55 @@
+// The CPU attention core of PagedAttention: one tile of query rows that
+// share a sequence and a KV head (the group's query heads times a few
+// tokens) against that sequence's cached keys and values.
+//
+// A tile reads each cached key and value once for all its rows, so a
+// prompt chunk, a GQA group and the k+1 rows of a speculative verification
+// cost about one pass over the context instead of one per row. Scores and
+// the weighted sum run on SIMD vectors (AVX-512, AVX2 + FMA, or a generic
+// build, chosen at run time); the softmax exponent is a vector polynomial.
+//
+// Every row's result depends only on its own query, its own key range and
+// the key positions, never on the other rows of the tile or the tile's size:
+// the same query attends to the same bits alone, batched or drafted. (Keys
+// are taken in chunks that end at multiples of the block size and of
+// kChunkKeys, positions that do not move with batching.)
+#pragma once
+#include <cstdint>
+
+namespace sy_attention {
+
+// Keys per online-softmax chunk (at most; chunks also end at block ends).
+constexpr int64_t kChunkKeys = 32;
+
+struct AttendTile {
+  int64_t head_dim;      // D
+  int64_t block_size;    // BS: tokens per cache block
+  int64_t kv_heads;      // KVH: the cache's heads
+  int64_t kv_head;       // g: the one this tile reads
+  const int32_t* table;  // the sequence's block table (cache block per BS positions)
+  const void* k_cache;   // [blocks][KVH][BS][D] in `dtype`
+  const void* v_cache;
+  int32_t dtype;  // SY_DTYPE_FLOAT32, _FLOAT16 or _BFLOAT16
+  float scale;    // scores = dot * scale
+  float softcap;  // > 0: softcap * tanh(score / softcap)
+  int64_t window;  // > 0: a row at position p sees keys p - window + 1 .. p
+  int32_t rows;
+  const float* q;       // rows x D, rotated
+  const int64_t* last;  // per row: the last key position it sees (causal)
+  float* out;           // rows x D
+};
+
+// Per-thread working memory for attend(): sized by attend_scratch_floats.
+int64_t attend_scratch_floats(int32_t rows, int64_t head_dim);
+
+using AttendFn = void (*)(const AttendTile& tile, float* scratch);
+
+// The build for an instruction set ("avx512", "avx2", "generic"), or null
+// when this CPU (or this build) lacks it.
+AttendFn attend_build(const char* name);
+// The build in use: SWITCHYARD_ATTENTION_ISA if set (an unknown or missing
+// path is an error), else the widest the CPU has.
+AttendFn attend_fn();
+const char* attend_path();
+
+}  // namespace sy_attention

@@ -1,0 +1,40 @@
+// The attention tile for AVX2 + FMA (compiled with -mavx2 -mfma).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <switchyard/plugin.hpp>
+
+#include "attend.h"
+
+namespace sy_attention::attend_avx2 {
+
+struct Vec {
+  using T = __m256;
+  static constexpr int64_t W = 8;
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T set1(float a) { return _mm256_set1_ps(a); }
+  static T zero() { return _mm256_setzero_ps(); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T max(T a, T b) { return _mm256_max_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static float sum(T v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static T pow2(T t) {
+    const __m256i k = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000 - 127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(k, 23));
+  }
+};
+
+#include "attend_impl.inc"
+
+}  // namespace sy_attention::attend_avx2
