@@ -172,10 +172,12 @@ SY_PLUGIN(builder) {
       "continuous batching held to a TPOT target: decodes first, prompt chunks sized by a step-cost model measured while "
       "it runs; admission that keeps headroom for running requests",
       {sy::plugin::option_float("tpot_ms", "50", "target time per output token: the predicted step time"),
-       sy::plugin::option_float("ttft_ms", "0", "first-token target: a step grows past the TPOT budget when the earliest "
-                                                "prompt would miss it (0: off)"),
+       sy::plugin::option_float("ttft_ms", "0", "first-token target: prompts that can still meet it go first (late ones "
+                                                "after), and a step grows past the TPOT budget when one would miss it (0: off)"),
        option_int("min_chunk", "16", "prompt tokens every step may run even when the target leaves no room (TTFT progress)"),
        option_int("warmup_tokens", "64", "prompt tokens per step until the cost model has seen 8 steps"),
        option_bool("priorities", "false", "order by request priority, then arrival"),
+       sy::plugin::option_float("starve_ms", "-1", "a prompt waiting this long is served first, deadline or not "
+                                                   "(-1: 4 x ttft_ms; 0: never)"),
        option_int("log_every", "0", "log the budget and the fitted step cost every N steps (0: never)")});
 }

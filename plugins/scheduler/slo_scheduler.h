@@ -18,7 +18,10 @@
 // the free KV blocks left afterwards still hold one more block per running
 // request (they keep growing), so admissions do not cause preemptions a
 // step later. Prompts are served earliest first (or by priority), a long
-// prompt in chunks, so short and long ones both progress.
+// prompt in chunks, so short and long ones both progress; with a TTFT
+// target, the prompts that can still make it go before the ones already late
+// (prompt_order), so an overload costs some requests their deadline instead
+// of all of them.
 #pragma once
 
 #include <switchyard/plugin.hpp>
@@ -82,6 +85,7 @@ class SloScheduler {
         min_chunk_(static_cast<int32_t>(o.get_int("min_chunk"))),
         warmup_(static_cast<int32_t>(o.get_int("warmup_tokens"))),
         priorities_(o.get_bool("priorities")),
+        starve_s_(o.get_float("starve_ms") >= 0 ? static_cast<double>(o.get_float("starve_ms")) / 1000.0 : 4 * ttft_s_),
         log_every_(o.get_int("log_every")) {
     if (!(tpot_s_ > 0)) throw sy::plugin::Error("tpot_ms must be positive", SY_INVALID_ARGUMENT);
     if (!(ttft_s_ >= 0)) throw sy::plugin::Error("ttft_ms must be >= 0 (0: off)", SY_INVALID_ARGUMENT);
@@ -134,35 +138,40 @@ class SloScheduler {
         out.push_back({s.id, SY_SCHED_RUN, 1});
         ++decodes;
       }
+    // Prompts in the order that meets the most first-token deadlines
+    // (prompt_order): running ones continue within the free blocks, waiting
+    // ones are admitted within the sequence slots and the headroom.
+    std::vector<sy_sched_seq> waiting(in.waiting, in.waiting + in.num_waiting);
+    const std::vector<Prompt> prompts = prompt_order(in, prefilling, waiting, decodes, context);
     int32_t budget = std::min(in.token_budget, std::max(decodes + min_chunk_, budget_for(decodes, context)));
-    budget = std::max(budget, deadline_budget(in, prefilling, decodes, context, budget));
+    budget = std::max(budget, deadline_budget(in, prompts, decodes, context, budget));
     int32_t left = budget - decodes;
     auto seqs = static_cast<int32_t>(decodes);
-
-    // Running prompts continue (earliest first), then admissions.
-    for (const auto& s : prefilling) {
-      if (gone(s) || left <= 0) continue;
-      const int32_t t = std::min(left, s.remaining_tokens);
-      const int32_t more = added(s, t);
-      if (more > free_blocks) continue;
-      free_blocks -= more;
-      out.push_back({s.id, SY_SCHED_RUN, t});
-      left -= t;
-      ++seqs;
-    }
-    std::vector<sy_sched_seq> waiting(in.waiting, in.waiting + in.num_waiting);
-    std::stable_sort(waiting.begin(), waiting.end(), [&](const sy_sched_seq& a, const sy_sched_seq& b) {
-      // Preempted requests first: they already waited once.
-      if ((a.state == SY_SEQ_PREEMPTED) != (b.state == SY_SEQ_PREEMPTED)) return a.state == SY_SEQ_PREEMPTED;
-      return order(a, b);
-    });
     int32_t running_after = in.num_running - static_cast<int32_t>(preempted.size());
-    for (const auto& s : waiting) {
-      if (left <= 0 || seqs >= in.max_seqs) break;
+    bool admitting = true;
+    for (const Prompt& p : prompts) {
+      if (left <= 0) break;
+      const sy_sched_seq& s = *p.seq;
+      if (p.running) {
+        if (gone(s)) continue;
+        const int32_t t = std::min(left, s.remaining_tokens);
+        const int32_t more = added(s, t);
+        if (more > free_blocks) continue;
+        free_blocks -= more;
+        out.push_back({s.id, SY_SCHED_RUN, t});
+        left -= t;
+        ++seqs;
+        continue;
+      }
+      if (!admitting || seqs >= in.max_seqs) continue;
       const int32_t t = std::min(left, s.remaining_tokens);
       const int32_t blocks = (t + B - 1) / B;
-      // Keep a block of headroom per running request.
-      if (blocks + running_after + 1 > free_blocks) break;
+      // Keep a block of headroom per running request; the prompts behind
+      // one that does not fit wait too (it keeps its place).
+      if (blocks + running_after + 1 > free_blocks) {
+        admitting = false;
+        continue;
+      }
       free_blocks -= blocks;
       out.push_back({s.id, SY_SCHED_RUN, t});
       left -= t;
@@ -209,22 +218,74 @@ class SloScheduler {
     return static_cast<int32_t>(std::clamp(room / w[1], 0.0, 1e6));
   }
 
+  struct Prompt {
+    const sy_sched_seq* seq;
+    bool running;  // prefilling now (else waiting)
+  };
+  // The order prompts get the step's budget in. First the preempted ones
+  // that already had their first token (they decode again once recomputed),
+  // then the prompts that can still get their first token by arrival +
+  // ttft_ms, earliest deadline first, then the rest (already late, or late
+  // whatever the budget) by arrival: under overload the time goes to the
+  // requests it can still save instead of making every request miss.
+  // Feasibility walks the deadline order adding up the prompt tokens ahead
+  // of each one, at the largest step the engine allows; a prompt that cannot
+  // make it does not count against those behind it. A prompt that has waited
+  // starve_ms (default 4 x ttft_ms) goes first regardless, so a long prompt
+  // is not deferred forever. Without ttft_ms: arrival order (or priority).
+  std::vector<Prompt> prompt_order(const sy_sched_input& in, const std::vector<sy_sched_seq>& prefilling,
+                                   const std::vector<sy_sched_seq>& waiting, int32_t decodes, int64_t context) const {
+    std::vector<Prompt> all;
+    for (const auto& s : prefilling) all.push_back({&s, true});
+    for (const auto& s : waiting) all.push_back({&s, false});
+    enum Class { kResumed, kStarved, kFeasible, kLate };
+    std::vector<int> cls(all.size(), kFeasible);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const sy_sched_seq& s = *all[i].seq;
+      if (s.generated > 0) cls[i] = kResumed;
+      else if (starve_s_ > 0 && in.now - s.arrival_time >= starve_s_) cls[i] = kStarved;
+    }
+    auto by_arrival = [&](size_t a, size_t b) {
+      const sy_sched_seq &x = *all[a].seq, &y = *all[b].seq;
+      if (priorities_ && x.priority != y.priority) return x.priority < y.priority;
+      if (x.arrival_time != y.arrival_time) return x.arrival_time < y.arrival_time;
+      return all[a].running && !all[b].running;
+    };
+    std::vector<size_t> idx(all.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), by_arrival);  // with one ttft, deadline order is arrival order
+    if (ttft_s_ > 0 && model_.samples() >= 8) {
+      const int32_t share = in.token_budget - decodes;
+      const double step = predict(in.token_budget, context);
+      int64_t ahead = 0;
+      for (size_t i : idx) {
+        if (cls[i] != kFeasible) continue;
+        const sy_sched_seq& s = *all[i].seq;
+        const double left = s.arrival_time + ttft_s_ - in.now;
+        const int64_t with = ahead + s.remaining_tokens;
+        if (left <= 0 || share <= 0 || std::ceil(static_cast<double>(with) / share) * step > left) cls[i] = kLate;
+        else ahead = with;
+      }
+    }
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return cls[a] < cls[b]; });
+    std::vector<Prompt> out;
+    for (size_t i : idx) out.push_back(all[i]);
+    return out;
+  }
+
   // The smallest step budget (up to the engine's) with which every prompt
   // in line that can still get its first token by arrival + ttft does: the
-  // prompts are served in order, so prompt i is done after the remaining
-  // tokens of prompts 0..i, in ceil(sum / prompt share) steps of predicted
-  // length. Prompts that no budget can save any more are not counted.
-  int32_t deadline_budget(const sy_sched_input& in, const std::vector<sy_sched_seq>& prefilling, int32_t decodes, int64_t context,
+  // prompts are served in prompt_order, so prompt i is done after the
+  // remaining tokens of prompts 0..i, in ceil(sum / prompt share) steps of
+  // predicted length. Prompts that no budget can save any more are not
+  // counted (prompt_order put them last).
+  int32_t deadline_budget(const sy_sched_input& in, const std::vector<Prompt>& prompts, int32_t decodes, int64_t context,
                           int32_t budget) const {
     if (ttft_s_ <= 0 || model_.samples() < 8) return budget;
-    std::vector<const sy_sched_seq*> line;
-    for (const auto& s : prefilling) line.push_back(&s);
-    for (int32_t i = 0; i < in.num_waiting; ++i) line.push_back(&in.waiting[i]);
-    std::stable_sort(line.begin(), line.end(), [](const sy_sched_seq* a, const sy_sched_seq* b) { return a->arrival_time < b->arrival_time; });
     int64_t ahead = 0;  // prompt tokens served before (and including) this one
     int32_t need = budget;
-    for (size_t i = 0; i < line.size() && i < 32; ++i) {
-      const sy_sched_seq& s = *line[i];
+    for (size_t i = 0; i < prompts.size() && i < 32; ++i) {
+      const sy_sched_seq& s = *prompts[i].seq;
       ahead += s.remaining_tokens;
       if (s.generated > 0) continue;  // a preempted request had its first token
       const double left = s.arrival_time + ttft_s_ - in.now;
@@ -246,6 +307,7 @@ class SloScheduler {
   double tpot_s_, ttft_s_;
   int32_t min_chunk_, warmup_;
   bool priorities_;
+  double starve_s_;  // a prompt waiting this long goes first (0: never)
   StepCostModel model_;
   int32_t last_tokens_ = 0;
   int64_t last_context_ = 0;

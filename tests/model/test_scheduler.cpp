@@ -45,7 +45,10 @@ TEST(Schedulers, GreedyOutputsIdenticalAcrossStrategies) {
            {"continuous", {{"chunk_size", "8"}}},
            {"continuous", {{"chunk_size", "64"}, {"priorities", "true"}}},
            {"slo", {{"tpot_ms", "5"}, {"min_chunk", "4"}, {"warmup_tokens", "8"}}},
-           {"slo", {{"tpot_ms", "50"}, {"priorities", "true"}}}}) {
+           {"slo", {{"tpot_ms", "50"}, {"priorities", "true"}}},
+           // First-token deadlines: late prompts served after the ones that can make it, starved ones first.
+           {"slo", {{"tpot_ms", "5"}, {"ttft_ms", "2"}, {"min_chunk", "4"}, {"warmup_tokens", "8"}}},
+           {"slo", {{"tpot_ms", "5"}, {"ttft_ms", "2"}, {"starve_ms", "4"}, {"min_chunk", "4"}, {"warmup_tokens", "8"}}}}) {
     auto s = Session::create(with_scheduler(name, options));
     auto got = s->generate(workload());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].tokens, reference[i].tokens) << name << " request " << i;
