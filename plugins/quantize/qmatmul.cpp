@@ -191,6 +191,10 @@ bool rounds_activations(const PackedMatrix& w, Isa isa, int64_t M) {
   return isa == Isa::Avx512Vnni || (isa == Isa::Avx2Int8 && M < kGemmMinRows);
 }
 
+bool matches_single_token(const PackedMatrix& w, Isa isa, int64_t M) {
+  return M < kGemmMinRows || usable(w, isa) == Isa::Avx512Vnni;
+}
+
 namespace {
 
 // The activation rows, zero-padded to Kp and quantized, in per-thread
@@ -214,9 +218,12 @@ std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const fl
 void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias, float* y, Isa isa, const ParallelFor& pf) {
   isa = usable(w, isa);
   const int64_t N = w.N, K = w.K;
-  if (M >= kGemmMinRows && isa == Isa::Avx512Vnni) {
-    // Prefill on VNNI: int8 x int8 tiles (4 rows x 4 tokens), every
-    // activation row quantized once; no fp32 copy of the weights.
+  if (M >= 2 && isa == Isa::Avx512Vnni) {
+    // Several tokens on VNNI (prefill, a batch of decodes, the k+1 rows of a
+    // speculative verification): int8 x int8 tiles (4 rows x 4 tokens),
+    // every activation row quantized once, every weight load serving four
+    // tokens; no fp32 copy of the weights. A token's results are the same
+    // bits as the GEMV's.
     const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa);
     pf(N, 64, [&](int64_t n0, int64_t n1) { gemm_avx512vnni(w, qa.data(), M, y, n0, n1); });
   } else if (M >= kGemmMinRows) {

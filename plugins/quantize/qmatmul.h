@@ -51,6 +51,10 @@ inline bool int8_activations(Isa isa) { return isa == Isa::Avx2Int8 || isa == Is
 // rows on AVX2; fp32 activations otherwise.
 struct PackedMatrix;
 bool rounds_activations(const PackedMatrix& w, Isa isa, int64_t M);
+// Whether each token's outputs of an M-token call are the bits a one-token
+// call gives: always on VNNI (GEMV and tiles do the same operations in the
+// same order), below the fp32 GEMM threshold (16 tokens) elsewhere.
+bool matches_single_token(const PackedMatrix& w, Isa isa, int64_t M);
 
 const char* isa_name(Isa isa);
 std::optional<Isa> parse_isa(const std::string& name);

@@ -79,7 +79,11 @@ inline __m512 weight_scales(const S* s, int64_t c, int shift) {
 // R rows at a time, two 64-element chunks (128 codes) per iteration: the
 // activation's codes, scales and zero-point start values are loaded once for
 // the R rows. Fold: symmetric weights, the zero point folded into the dot
-// products' start values (QuantizedActivation::zero_start).
+// products' start values (QuantizedActivation::zero_start). Each (row,
+// token) result takes exactly the operations of tile() below, in the same
+// order (one accumulator, chunk by chunk), so a token's output is the same
+// bits in a GEMV and in any tile: batching and speculative verification do
+// not change a quantized model's decode.
 template <int Bits, Groups G, bool Fold, int R, typename S>
 void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
   const int64_t chunks = w.Kp / 64;
@@ -91,12 +95,12 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
   const float* xs = a.scale16.data();
   const uint8_t* row[R];
   const S* s[R];
-  __m512 acc[R][2];
+  __m512 acc[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     row[r] = w.codes.data() + (n + r) * w.row_bytes();
     s[r] = scales_of<S>(w) + (n + r) * w.group_stride;
-    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    acc[r] = _mm512_setzero_ps();
   }
   // The R rows are R short streams the hardware prefetcher barely follows.
   // Rows are contiguous, so the blocks that follow are one stream: it is
@@ -131,13 +135,13 @@ void row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
         s0 = _mm512_mul_ps(s0, weight_scales<G, S>(s[r], c, shift));
         s1 = _mm512_mul_ps(s1, weight_scales<G, S>(s[r], c + 1, shift));
       }
-      acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc[r][1]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc[r]);
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    float total = hsum512(_mm512_add_ps(acc[r][0], acc[r][1]));
+    float total = hsum512(acc[r]);
     if constexpr (G == Groups::PerRow) total *= scale_value(s[r][0]);
     if constexpr (!Fold) total += zero_point_term(w, n + r, a.group_sum.data());
     y[n + r] = total;
@@ -164,7 +168,13 @@ void tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
+  // The weight rows stream from memory as in row_block: prefetched 4 KB
+  // ahead (the tiles of a thread walk its rows in order).
+  constexpr int64_t kStep = R * (Bits == 8 ? 128 : 64);
+  const char* ahead = reinterpret_cast<const char*>(row[0]) + 4096;
   for (int64_t c = 0; c < chunks; c += 2) {
+    if constexpr (R > 1)
+      for (int64_t line = 0; line < kStep; line += 64) _mm_prefetch(ahead + (c / 2) * kStep + line, _MM_HINT_T0);
     __m512i wv[R][2];
     __m512 ws[R][2];
 #pragma GCC unroll 4

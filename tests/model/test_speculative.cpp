@@ -82,6 +82,48 @@ TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
   }
 }
 
+// On int8 and int4 weights the k+1 rows of a verification go through the
+// quantized kernels' multi-token paths: each row must be the bits a plain
+// decode step gives, so greedy outputs stay identical at batch 1 on every
+// CPU. At batch 8 (decodes beside prompt chunks of 16 tokens and more) that
+// holds where the quantized kernels keep a token's bits at every token count
+// (VNNI; the fp32-activation paths use sgemm from 16 tokens on).
+TEST(Speculative, GreedyOutputsIdenticalOnQuantizedWeights) {
+  __builtin_cpu_init();
+  const bool every_count = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  for (const char* scheme : {"int8", "int4"}) {
+    auto quantized = [&] {
+      auto cfg = paged_config("stories260K", "paged", {{"block_size", "4"}});
+      cfg.plugins.push_back(PluginSpec{SY_QUANT_PLUGIN, std::nullopt, "test"});
+      ComponentSelection q{"quantize", {}, "test: passes[0]"};
+      q.options["scheme"] = RawOption{scheme, "test: scheme"};
+      cfg.passes.insert(cfg.passes.begin(), q);
+      return cfg;
+    };
+    auto plain = Session::create(quantized());
+    auto batch = batch8();
+    std::vector<std::vector<int>> alone;
+    for (const auto& r : batch) alone.push_back(plain->generate({r})[0].tokens);
+    for (auto d : std::vector<Drafter>{{"prompt-lookup", {{"k", "4"}}}, {"draft-model", {{"k", "5"}}}}) {
+      if (d.name == "draft-model") d.options["model"] = test::model_path("stories260K.onnx");  // fp32 drafts, quantized verification
+      auto cfg = quantized();
+      set_drafter(cfg, d.name, d.options, d.draft_length);
+      auto s = Session::create(cfg);
+      for (size_t i = 0; i < batch.size(); ++i)
+        EXPECT_EQ(s->generate({batch[i]})[0].tokens, alone[i]) << scheme << " " << d.name << " request " << i;
+      if (every_count) {
+        auto together = s->generate(batch);
+        for (size_t i = 0; i < batch.size(); ++i) EXPECT_EQ(together[i].tokens, alone[i]) << scheme << " " << d.name << " batch request " << i;
+      }
+      auto m = s->step_engine()->metrics();
+      EXPECT_GT(m.spec_accepted_tokens, 0) << scheme << " " << d.name;
+      std::printf("[ %s / %s ] accepted %lld of %lld drafted; batch 8 %s\n", scheme, d.name.c_str(),
+                  static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_draft_tokens),
+                  every_count ? "checked too (VNNI)" : "not checked (no VNNI on this CPU)");
+    }
+  }
+}
+
 // The penalties and filters are part of the distribution the verifier
 // judges drafts against: each position counts the drafts before it as
 // generated, so greedy outputs stay identical with every drafter.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -131,6 +132,39 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
 TEST(QMatMul, PathsAgreeWithEachOtherOnOneLargeMatrix) {
   Case c{1, 2048, 512, 64, 4, true};
   for (Isa isa : paths()) check(c, isa, 99);
+}
+
+// A token's outputs are the same bits whatever other tokens share the call,
+// wherever matches_single_token says so (VNNI at every count, the others
+// below their fp32 GEMM threshold): batching decodes and speculative
+// verification leave a quantized model's greedy output unchanged.
+TEST(QMatMul, ATokensOutputIsTheSameBitsWhateverTheTokenCount) {
+  std::mt19937 rng(11);
+  int compared = 0;
+  for (Isa isa : paths())
+    for (int bits : {8, 4})
+      for (bool sym : {true, false})
+        for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{768, 200, 32}, {300, 129, 64}, {512, 96, 0}}) {
+          if (bits == 4 && group == 0) group = 32;
+          auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
+          PackedMatrix p = pack(quantize(w.data(), K, N, {bits, group, sym}));
+          const int64_t most = 33;
+          auto x = random_vector(static_cast<size_t>(most * K), rng);
+          std::vector<float> alone(static_cast<size_t>(most * N));
+          for (int64_t m = 0; m < most; ++m) qmatmul(p, x.data() + m * K, 1, nullptr, alone.data() + m * N, isa, two_threads);
+          for (int64_t M : {2, 3, 4, 5, 7, 8, 16, 17, 33}) {
+            if (!matches_single_token(p, isa, M)) continue;
+            std::vector<float> y(static_cast<size_t>(M * N));
+            qmatmul(p, x.data(), M, nullptr, y.data(), isa, two_threads);
+            for (int64_t m = 0; m < M; ++m)
+              ASSERT_EQ(0, std::memcmp(y.data() + m * N, alone.data() + m * N, static_cast<size_t>(N) * sizeof(float)))
+                  << isa_name(isa) << " bits " << bits << (sym ? " sym" : " asym") << " K " << K << " N " << N << ": token " << m
+                  << " of " << M << " differs from the same token alone";
+            ++compared;
+          }
+        }
+  std::printf("%d (path, matrix, token count) combinations equal to single-token calls\n", compared);
+  EXPECT_GT(compared, 0);
 }
 
 // The int8-activation quantizers against a portable statement of what they
