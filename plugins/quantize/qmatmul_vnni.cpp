@@ -228,23 +228,28 @@ void tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t
     }
 }
 
-// Rows [n0, n1) for all M tokens: 4 x 4 tiles, then the leftover rows and
-// tokens one at a time.
+// Rows [n0, n1) of all M tokens for R weight rows: tiles of 4 tokens, then
+// one tile of the 1-3 tokens left (a verification's 5 or 7 rows read the
+// weights twice, not four times).
+template <int Bits, Groups G, bool Fold, int R, typename S>
+void token_tiles(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n) {
+  const int64_t ldy = w.N;
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) tile<Bits, G, Fold, R, 4, S>(w, a + m, y + m * ldy, n);
+  switch (M - m) {
+    case 3: tile<Bits, G, Fold, R, 3, S>(w, a + m, y + m * ldy, n); break;
+    case 2: tile<Bits, G, Fold, R, 2, S>(w, a + m, y + m * ldy, n); break;
+    case 1: tile<Bits, G, Fold, R, 1, S>(w, a + m, y + m * ldy, n); break;
+    default: break;
+  }
+}
+
+// Rows [n0, n1) for all M tokens: 4-row tiles, then the leftover rows.
 template <int Bits, Groups G, bool Fold, typename S>
 void tiles(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1) {
-  constexpr int R = 4, T = 4;
-  const int64_t ldy = w.N;
   int64_t n = n0;
-  for (; n + R <= n1; n += R) {
-    int64_t m = 0;
-    for (; m + T <= M; m += T) tile<Bits, G, Fold, R, T, S>(w, a + m, y + m * ldy, n);
-    for (; m < M; ++m) tile<Bits, G, Fold, R, 1, S>(w, a + m, y + m * ldy, n);
-  }
-  for (; n < n1; ++n) {
-    int64_t m = 0;
-    for (; m + T <= M; m += T) tile<Bits, G, Fold, 1, T, S>(w, a + m, y + m * ldy, n);
-    for (; m < M; ++m) tile<Bits, G, Fold, 1, 1, S>(w, a + m, y + m * ldy, n);
-  }
+  for (; n + 4 <= n1; n += 4) token_tiles<Bits, G, Fold, 4, S>(w, a, M, y, n);
+  for (; n < n1; ++n) token_tiles<Bits, G, Fold, 1, S>(w, a, M, y, n);
 }
 
 template <int Bits, Groups G, typename S>
