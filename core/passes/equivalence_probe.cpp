@@ -64,6 +64,16 @@ double scale_of(const Tensor& t) {
 }
 
 // Largest |a - b| over matching float tensors (NaN counts as infinite).
+// A copy of t with its float values moved by 2^-20 relative (a few ulps);
+// other types unchanged.
+Tensor nudged(const Tensor& t) {
+  Tensor out = Tensor::empty(t.dtype(), t.shape());
+  std::memcpy(out.raw(), t.raw(), t.bytes());
+  if (out.dtype() == DType::F32)
+    for (int64_t k = 0; k < out.numel(); ++k) out.data<float>()[k] *= 1.f + 0x1p-20f;
+  return out;
+}
+
 double deviation(const Tensor& a, const Tensor& b) {
   double d = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
@@ -219,19 +229,21 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
       mixed_feeds.insert(mixed_feeds.end(), r.begin(), r.end());
       const Tensor mixed = run_mixed->run(mixed_feeds, step_before ? scratch.context() : nullptr)[0];
       sensitivity = std::max(sensitivity, deviation(b.back(), mixed));
+      // The original with its own replaced values moved by a few ulps: how
+      // far the layers after them amplify a last-bit difference there, where
+      // a rewrite's differences start (a prefill has no float input for the
+      // jitter below to move).
+      std::vector<Tensor> nudged_feeds = fb.tensors;
+      for (size_t i = 0; i < pairs.size(); ++i) nudged_feeds.push_back(nudged(b[i]));
+      const Tensor moved = run_mixed->run(nudged_feeds, step_before ? scratch.context() : nullptr)[0];
+      sensitivity = std::max(sensitivity, deviation(b.back(), moved));
       // A rewrite's regions can be bitwise exact on one case while its whole
       // graph is not (last-bit differences compound through the layers,
       // and quantized activations turn one into a code step). The
       // original itself, its float inputs moved by a few ulps, measures
       // that amplification whichever way this case came out.
       std::vector<Tensor> jittered_feeds;
-      for (const Tensor& in_t : fb.tensors) {
-        Tensor t = Tensor::empty(in_t.dtype(), in_t.shape());
-        std::memcpy(t.raw(), in_t.raw(), in_t.bytes());
-        if (t.dtype() == DType::F32)
-          for (int64_t k = 0; k < t.numel(); ++k) t.data<float>()[k] *= 1.f + 0x1p-20f;
-        jittered_feeds.push_back(std::move(t));
-      }
+      for (const Tensor& in_t : fb.tensors) jittered_feeds.push_back(nudged(in_t));
       const Tensor jittered = run_before->run(jittered_feeds, step_before ? scratch.context() : nullptr).back();
       sensitivity = std::max(sensitivity, deviation(b.back(), jittered));
       for (size_t i = 0; i < pairs.size(); ++i) {
