@@ -39,5 +39,5 @@ CMAKE_PREFIX_PATH="$PREFIX" python3 -m pip install -q --disable-pip-version-chec
 stage "ThreadSanitizer"
 scripts/tsan.sh
 stage "fuzzers"
-scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 stage "done"
