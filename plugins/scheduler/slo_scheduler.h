@@ -85,11 +85,14 @@ class SloScheduler {
         min_chunk_(static_cast<int32_t>(o.get_int("min_chunk"))),
         warmup_(static_cast<int32_t>(o.get_int("warmup_tokens"))),
         priorities_(o.get_bool("priorities")),
-        starve_s_(o.get_float("starve_ms") >= 0 ? static_cast<double>(o.get_float("starve_ms")) / 1000.0 : 4 * ttft_s_),
         log_every_(o.get_int("log_every")) {
     if (!(tpot_s_ > 0)) throw sy::plugin::Error("tpot_ms must be positive", SY_INVALID_ARGUMENT);
     if (!(ttft_s_ >= 0)) throw sy::plugin::Error("ttft_ms must be >= 0 (0: off)", SY_INVALID_ARGUMENT);
     if (log_every_ < 0) throw sy::plugin::Error("log_every must be >= 0 (0: never)", SY_INVALID_ARGUMENT);
+    const double starve_ms = o.get_float("starve_ms");
+    if (!(starve_ms >= 0 || starve_ms == -1))
+      throw sy::plugin::Error("starve_ms must be >= 0 (0: never) or -1 (4 x ttft_ms)", SY_INVALID_ARGUMENT);
+    starve_s_ = starve_ms == -1 ? 4 * ttft_s_ : starve_ms / 1000.0;
     if (min_chunk_ < 1 || warmup_ < 1) throw sy::plugin::Error("min_chunk and warmup_tokens must be positive", SY_INVALID_ARGUMENT);
   }
 
@@ -307,7 +310,7 @@ class SloScheduler {
   double tpot_s_, ttft_s_;
   int32_t min_chunk_, warmup_;
   bool priorities_;
-  double starve_s_;  // a prompt waiting this long goes first (0: never)
+  double starve_s_ = 0;  // a prompt waiting this long goes first (0: never)
   StepCostModel model_;
   int32_t last_tokens_ = 0;
   int64_t last_context_ = 0;

@@ -126,6 +126,15 @@ TEST(SloScheduler, ServesThePromptThatCanStillMakeItsDeadlineBeforeOneAlreadyLat
   EXPECT_LT(order[2], 64);
 }
 
+TEST(SloScheduler, ANegativeStarveTimeOtherThanTheDefaultIsRefused) {
+  pt::MockHost host;
+  host.load(SY_SCHEDULER_PLUGIN);
+  const sy_scheduler_desc* d = host.scheduler("slo");
+  void* state = nullptr;
+  ASSERT_NE(d->create(nullptr, host.options(d->options, d->num_options, {{"tpot_ms", "10"}, {"starve_ms", "-5"}}), &state), SY_OK);
+  EXPECT_NE(pt::MockHost::error().find("starve_ms must be >= 0"), std::string::npos) << pt::MockHost::error();
+}
+
 TEST(SloScheduler, AStarvedPromptGoesFirstEvenWhenLate) {
   SloProbe probe({{"tpot_ms", "10"}, {"ttft_ms", "100"}, {"starve_ms", "400"}, {"warmup_tokens", "64"}});
   probe.warm_up();
