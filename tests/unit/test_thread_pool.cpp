@@ -53,3 +53,26 @@ TEST(ThreadPool, SpinningAndSleepingHandOffsBothCoverEveryItem) {
 
 }  // namespace
 }  // namespace sy
+
+namespace sy {
+namespace {
+
+// A worker's range that outlasts the caller's spin window makes the caller
+// sleep on the count of pending workers: the last worker must wake it (a
+// lost wake-up hangs this test until ctest's timeout). Workers sleeping
+// between the rounds exercise the other handshake.
+TEST(ThreadPool, ACallerSleepingOnASlowWorkerIsWokenEveryTime) {
+  ThreadPool pool(3);
+  std::atomic<int> ranges{0};
+  for (int round = 0; round < 60; ++round) {
+    if (round % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(400));  // workers go to sleep
+    pool.parallel_for(3, 1, [&](int64_t b, int64_t) {
+      if (b != 0) std::this_thread::sleep_for(std::chrono::microseconds(300 * b));
+      ranges.fetch_add(1, std::memory_order_relaxed);
+    });
+    ASSERT_EQ(ranges.load(), 3 * (round + 1)) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace sy
