@@ -74,13 +74,16 @@ Isa select_isa() {
 }
 
 int64_t PackedMatrix::weight_bytes() const {
-  const size_t scale_bytes = half_scales.empty() ? scales.size() * sizeof(float) : half_scales.size() * sizeof(uint16_t);
+  const size_t scale_bytes = !half_scales.empty()        ? half_scales.size() * sizeof(uint16_t)
+                             : !panel_float_scales.empty() ? panel_float_scales.size() * sizeof(float)
+                                                           : scales.size() * sizeof(float);
   return static_cast<int64_t>(codes.size() + scale_bytes + negzp.size() * sizeof(float));
 }
 
 bool PackedMatrix::supports(Isa isa) const {
   auto fits = [&](int64_t width) { return n_groups == 1 || group % width == 0; };
   const bool pow2 = group > 0 && (group & (group - 1)) == 0;
+  if (isa != Isa::Scalar && panels != (isa == Isa::Avx512Vnni)) return false;  // the layout is the path's
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return fits(8);
@@ -93,7 +96,44 @@ bool PackedMatrix::supports(Isa isa) const {
   return false;
 }
 
-PackedMatrix pack(const QuantizedWeight& q) {
+namespace {
+
+// Rows -> panels (qmatmul.h): codes and the group scales the VNNI kernels read.
+void to_panels(PackedMatrix& p) {
+  p.Np = (p.N + 15) / 16 * 16;
+  std::vector<uint8_t> panel(static_cast<size_t>(p.Np / 16 * p.panel_bytes()), 0);
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t k = 0; k < p.Kp; ++k) {
+      const int c = p.code(n, k);
+      uint8_t* block = panel.data() + (n / 16) * p.panel_bytes() + (k / 32) * p.block_bytes();
+      const int64_t r = n % 16, j = k % 32;
+      if (p.bits == 8) {
+        block[(j / 4) * 64 + r * 4 + j % 4] = static_cast<uint8_t>(c);
+      } else {
+        uint8_t& b = block[(j / 8) * 64 + r * 4 + j % 4];
+        b = static_cast<uint8_t>(j % 8 < 4 ? (b & 0xF0) | c : (b & 0x0F) | (c << 4));
+      }
+    }
+  // Padding rows: their codes are zeros and their scales zeros (unread outputs).
+  auto reorder = [&](auto& in, auto& out) {
+    out.assign(static_cast<size_t>(p.Np * p.group_stride), {});
+    for (int64_t n = 0; n < p.N; ++n)
+      for (int64_t g = 0; g < p.group_stride; ++g)
+        out[static_cast<size_t>(((n / 16) * p.group_stride + g) * 16 + n % 16)] = in[static_cast<size_t>(n * p.group_stride + g)];
+  };
+  if (!p.half_scales.empty()) {
+    std::vector<uint16_t> rows = std::move(p.half_scales);
+    reorder(rows, p.half_scales);
+  } else {
+    reorder(p.scales, p.panel_float_scales);
+  }
+  p.codes = std::move(panel);
+  p.panels = true;
+}
+
+}  // namespace
+
+PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
   PackedMatrix p;
   p.bits = q.bits;
   p.K = q.K;
@@ -134,6 +174,12 @@ PackedMatrix pack(const QuantizedWeight& q) {
         break;
       }
     }
+  }
+  if (for_isa == Isa::Avx512Vnni) {
+    p.panels = true;  // supports() asks about the layout the path needs
+    const bool suits = p.supports(Isa::Avx512Vnni);
+    p.panels = false;
+    if (suits) to_panels(p);
   }
   return p;
 }
@@ -218,14 +264,16 @@ std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const fl
 void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias, float* y, Isa isa, const ParallelFor& pf) {
   isa = usable(w, isa);
   const int64_t N = w.N, K = w.K;
-  if (M >= 2 && isa == Isa::Avx512Vnni) {
-    // Several tokens on VNNI (prefill, a batch of decodes, the k+1 rows of a
-    // speculative verification): int8 x int8 tiles (4 rows x 4 tokens),
-    // every activation row quantized once, every weight load serving four
-    // tokens; no fp32 copy of the weights. A token's results are the same
-    // bits as the GEMV's.
+  if (isa == Isa::Avx512Vnni) {
+    // Panels of 16 rows on VNNI, one token or many (prefill, a batch of
+    // decodes, the k+1 rows of a speculative verification): every
+    // activation row quantized once, every weight load serving up to 8
+    // tokens, no fp32 copy of the weights; a token's results are the same
+    // bits at any M. One token takes enough panels per work item to amortise
+    // the dispatch (as the GEMV below); several, 4 panels.
     const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa);
-    pf(N, 64, [&](int64_t n0, int64_t n1) { gemm_avx512vnni(w, qa.data(), M, y, n0, n1); });
+    const int64_t grain = M == 1 ? std::max<int64_t>(1, (1 << 16) / w.panel_bytes()) : 4;
+    pf(w.Np / 16, grain, [&](int64_t p0, int64_t p1) { gemm_avx512vnni(w, qa.data(), M, y, p0, p1); });
   } else if (M >= kGemmMinRows) {
     // Prefill: each 64-row tile is dequantized once and multiplied for all M tokens.
     // The path's own vector width (its int8 activations are for few rows:
@@ -271,8 +319,7 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
       for (int64_t b = n0; b < n1; b += kRowBlock) {
         const int64_t e = std::min(n1, b + kRowBlock);
         for (int64_t m = 0; m < M; ++m) {
-          if (isa == Isa::Avx512Vnni) gemv_avx512vnni(w, (*qa)[static_cast<size_t>(m)], y + m * N, b, e);
-          else if (isa == Isa::Avx2Int8) gemv_avx2_int8(w, (*qa)[static_cast<size_t>(m)], y + m * N, b, e);
+          if (isa == Isa::Avx2Int8) gemv_avx2_int8(w, (*qa)[static_cast<size_t>(m)], y + m * N, b, e);
           else gemv(w, xpad.data() + m * w.Kp, xsum.data() + m * w.n_groups, y + m * N, b, e);
         }
       }

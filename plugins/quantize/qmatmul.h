@@ -79,7 +79,22 @@ struct PackedMatrix {
   std::vector<uint16_t> half_scales;
   std::vector<float> negzp;    // [N, group_stride]: -scale * zero_point; empty when symmetric
   float symmetric_zero_point = 0;
+  // Panels (the VNNI layout, pack(q, Isa::Avx512Vnni)): rows in groups of
+  // 16, N padded to Np. A panel stores, per 32-element block, the block's
+  // codes of its 16 rows interleaved so that every 32-bit lane of a 64-byte
+  // line is one row's consecutive codes: int8, 8 lines of 4 codes each;
+  // int4, 4 lines of 8 codes each (byte i of a lane: code i in the low
+  // nibble, code 4 + i in the high one). One vpdpbusd chain then sums a
+  // whole block for 16 rows in the 16 lanes, and the float work (convert,
+  // scale, accumulate) is done once per block for 16 rows instead of once
+  // per row. half_scales (or panel_float_scales, for fp32 group scales and
+  // per-row scales) are then in panel order too: [Np / 16, group_stride, 16].
+  bool panels = false;
+  int64_t Np = 0;
+  std::vector<float> panel_float_scales;
   int64_t row_bytes() const { return bits == 8 ? Kp : Kp / 2; }
+  int64_t panel_bytes() const { return 16 * row_bytes(); }
+  int64_t block_bytes() const { return bits == 8 ? 512 : 256; }  // one 32-block of a panel
   // -scale * zero_point of row n, group g.
   float negzp_at(int64_t n, int64_t g) const {
     const size_t i = static_cast<size_t>(n * group_stride + g);
@@ -87,6 +102,13 @@ struct PackedMatrix {
   }
   // The code of row n, element k, from the packed layout.
   int code(int64_t n, int64_t k) const {
+    if (panels) {
+      const uint8_t* block = codes.data() + (n / 16) * panel_bytes() + (k / 32) * block_bytes();
+      const int64_t r = n % 16, j = k % 32;
+      if (bits == 8) return block[(j / 4) * 64 + r * 4 + j % 4];
+      const uint8_t b = block[(j / 8) * 64 + r * 4 + j % 4];
+      return j % 8 < 4 ? (b & 0x0F) : (b >> 4);
+    }
     const uint8_t* row = codes.data() + n * row_bytes();
     if (bits == 8) return row[k];
     const uint8_t b = row[(k / 128) * 64 + (k % 128) % 64];
@@ -97,7 +119,10 @@ struct PackedMatrix {
   bool supports(Isa isa) const;
 };
 
-PackedMatrix pack(const QuantizedWeight& q);
+// Packs for the path that will run it: panels for avx512vnni (when the
+// geometry suits the int8-activation kernels), rows otherwise. A matrix in
+// panels runs on avx512vnni or the scalar path only (supports()).
+PackedMatrix pack(const QuantizedWeight& q, Isa for_isa = Isa::Scalar);
 
 using ParallelFor = std::function<void(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn)>;
 
@@ -126,6 +151,8 @@ struct QuantizedActivation {
   // product of those 4 codes, so it comes out as dot(code - z, q) and the
   // zero point costs nothing per row. Empty for asymmetric weights.
   std::vector<int32_t> zero_start;
+  // The same start values summed per 32-block [Kp / 32] (the panel kernels).
+  std::vector<int32_t> block_zero;
 };
 // Whether the kernels fold the zero point into the dot products (above).
 inline bool folds_zero_point(const PackedMatrix& w) { return w.negzp.empty(); }
@@ -139,9 +166,9 @@ inline int64_t size_activation(const PackedMatrix& w, QuantizedActivation& a) {
   return w.n_groups == 1 ? blocks : w.group / 32;
 }
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
-void gemv_avx512vnni(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
-// Rows [n0, n1) of Y [M, w.N] for M quantized activation rows (prefill).
-void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t n0, int64_t n1);
+// Panels [p0, p1) (rows 16 p0 .. 16 p1) of Y [M, w.N] for M quantized
+// activation rows, M >= 1: the decode GEMV and the multi-token tiles alike.
+void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t p0, int64_t p1);
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
 

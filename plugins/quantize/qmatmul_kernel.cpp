@@ -61,12 +61,12 @@ const float* read_bias(sy::plugin::KernelIO& io, int64_t N, const std::string& n
 }
 
 QMatMulKernel::QMatMulKernel(const sy::plugin::NodeRef& n) {
-  w_ = pack(read_quantized_node(n, name_));
   try {
     isa_ = select_isa();
   } catch (const std::exception& e) {
     throw Error(e.what(), SY_INVALID_ARGUMENT);
   }
+  w_ = pack(read_quantized_node(n, name_), isa_);  // in the layout the path streams
 }
 
 void QMatMulKernel::compute(sy::plugin::KernelIO& io) {

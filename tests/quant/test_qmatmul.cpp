@@ -54,7 +54,8 @@ void check(const Case& c, Isa isa, uint32_t seed) {
   QuantizedWeight q = quantize(w.data(), c.K, c.N, {c.bits, c.group, c.symmetric});
   if (c.fp32_scales)
     for (float& sc : q.scales) sc *= 1.0001f;
-  PackedMatrix p = pack(q);
+  PackedMatrix p = pack(q, isa);
+  ASSERT_EQ(p.panels, isa == Isa::Avx512Vnni && (q.n_blocks == 1 || c.group != 16)) << "the VNNI path's layout";
   ASSERT_EQ(p.half_scales.empty(), q.n_blocks == 1 || c.fp32_scales) << "bits=" << c.bits << " group=" << c.group;
   auto wd = dequantize(q);
   std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
@@ -147,7 +148,7 @@ TEST(QMatMul, ATokensOutputIsTheSameBitsWhateverTheTokenCount) {
         for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{768, 200, 32}, {300, 129, 64}, {512, 96, 0}}) {
           if (bits == 4 && group == 0) group = 32;
           auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
-          PackedMatrix p = pack(quantize(w.data(), K, N, {bits, group, sym}));
+          PackedMatrix p = pack(quantize(w.data(), K, N, {bits, group, sym}), isa);
           const int64_t most = 33;
           auto x = random_vector(static_cast<size_t>(most * K), rng);
           std::vector<float> alone(static_cast<size_t>(most * N));
