@@ -6,6 +6,7 @@
 // bandwidth (MBU). Prints a table, writes JSON (--out). Speed-ups are ratios
 // within one run.
 //   bench_quant --model /tmp/synth-110m.onnx [--schemes fp32,int8,int4] [--decode 32] [--prefill 128]
+//               [--fuse-pointwise]   (also fuse RMSNorm and SiLU*up: not bit-exact, see plugins/fused)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -39,7 +40,10 @@ Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
 int main(int argc, char** argv) {
   std::string model, out = "bench-quant.json", schemes_arg = "fp32,int8,int4";
   int decode = 32, prefill = 128, threads = 2;
-  for (int i = 1; i + 1 < argc; ++i) {
+  bool fuse_pointwise = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--fuse-pointwise")) fuse_pointwise = true;
+    if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--model")) model = argv[++i];
     else if (!std::strcmp(argv[i], "--out")) out = argv[++i];
     else if (!std::strcmp(argv[i], "--schemes")) schemes_arg = argv[++i];
@@ -64,6 +68,10 @@ int main(int argc, char** argv) {
   for (const auto& scheme : schemes) {
     auto cfg = sy::bench::mode_config(model, "paged", {{"block_size", "16"}}, {}, threads);
     cfg.plugins.push_back(sy::PluginSpec{SY_QUANTIZE_PLUGIN, std::nullopt, "bench"});
+    if (fuse_pointwise) {
+      cfg.plugins.push_back(sy::PluginSpec{SY_FUSED_PLUGIN, std::nullopt, "bench"});
+      cfg.passes.insert(cfg.passes.begin(), sy::ComponentSelection{"fuse-pointwise", {}, "bench"});
+    }
     if (scheme != "fp32") {
       sy::ComponentSelection q{"quantize", {}, "bench"};
       q.options["scheme"] = sy::RawOption{scheme, "bench"};
@@ -82,7 +90,7 @@ int main(int argc, char** argv) {
                     {"decode_speedup_vs_fp32", fp32_decode > 0 ? f.decode_tps / fp32_decode : 0}, {"prefill_tokens_per_s", f.prefill_tps},
                     {"effective_gbs", gbs}, {"read_bandwidth_gbs", bw}, {"mbu", gbs / bw}});
   }
-  std::ofstream(out) << nlohmann::json{{"model", model}, {"threads", threads}, {"batch", 1}, {"rows", rows}}.dump(2)
+  std::ofstream(out) << nlohmann::json{{"model", model}, {"threads", threads}, {"batch", 1}, {"fuse_pointwise", fuse_pointwise}, {"rows", rows}}.dump(2)
                      << "\n";
   return 0;
 }

@@ -71,7 +71,8 @@ def switchyard(a, onnx, precision, threads):
     env = dict(os.environ)
     env["SWITCHYARD_PLUGIN_DIR"] = os.path.join(a.build, "plugins")
     log = run([os.path.join(a.build, "benchmarks", "bench_quant"), "--model", onnx, "--schemes", precision, "--threads", str(threads),
-               "--decode", str(a.decode), "--prefill", str(a.prefill), "--out", out_json], env=env)
+               "--decode", str(a.decode), "--prefill", str(a.prefill), "--out", out_json] + (["--fuse-pointwise"] if a.fuse_pointwise else []),
+              env=env)
     row = json.load(open(out_json))["rows"][0]
     return {"decode_tps": row["decode_tokens_per_s"], "prefill_tps": row["prefill_tokens_per_s"],
             "weight_bytes": row["weight_bytes_per_token"], "bandwidth_gbs": row["read_bandwidth_gbs"], "log": log}
@@ -89,6 +90,8 @@ def main():
     ap.add_argument("--prefill", type=int, default=128)
     ap.add_argument("--workdir", default="/tmp/switchyard-peer")
     ap.add_argument("--out", default="peer.json")
+    ap.add_argument("--fuse-pointwise", action="store_true",
+                    help="Switchyard also fuses RMSNorm and SiLU*up (as llama.cpp's graph does; not bit-exact with the export)")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 -o -w -E 'avx512_vnni|avx512vnni' /proc/cpuinfo;"
@@ -134,7 +137,7 @@ def main():
         print(f"{r['preset']:>15} {r['precision']:>5} {r['threads']:>3} {r['switchyard_decode_tps']:>10.1f} {r['llama_cpp_decode_tps']:>10.1f} "
               f"{r['decode_ratio']:>6.2f} {r['switchyard_prefill_tps']:>11.1f} {r['llama_cpp_prefill_tps']:>11.1f} {r['prefill_ratio']:>6.2f} "
               f"{r['switchyard_mbu']:>7.0%} {r['llama_cpp_mbu']:>7.0%}")
-    json.dump({"results": results}, open(a.out, "w"), indent=2)
+    json.dump({"fuse_pointwise": a.fuse_pointwise, "results": results}, open(a.out, "w"), indent=2)
     print(f"wrote {a.out}")
 
 

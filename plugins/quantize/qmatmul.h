@@ -1,7 +1,8 @@
 // Quantized matmul kernels: Y[M, N] = X[M, K] * dequant(W) (+ bias).
 //
 // At load the stored weight (quant_format.h) is repacked once into the layout
-// the kernels stream: one row per output channel, K padded to a multiple of
+// the chosen path streams: panels of 16 rows for avx512vnni (PackedMatrix::
+// panels), otherwise one row per output channel, K padded to a multiple of
 // 128; int8 codes as bytes; int4 codes two per byte in 128-element chunks
 // (byte j holds element j in its low nibble and element 64 + j in its high
 // one, so one 64-byte load unpacks to 128 ordered codes with an AND, a shift
@@ -25,9 +26,11 @@
 //               rounding (one part in 254 of each block's largest value)
 // Groups must not split an activation block (32) for the int8-activation
 // paths; other geometries fall back to the fp32-activation path below.
-// One token (decode) is a GEMV per output row, threaded over output rows;
-// many tokens (prefill) dequantize 64-row tiles to fp32 and multiply with
-// OpenBLAS sgemm, so the dequantization is paid once per tile, not per token.
+// avx512vnni runs every token count through one panel tile (16 rows x 1-8
+// tokens), threaded over panels. The other paths: one token (decode) is a
+// GEMV per output row, threaded over output rows; 16 or more tokens
+// (prefill) dequantize 64-row tiles to fp32 and multiply with OpenBLAS
+// sgemm, so the dequantization is paid once per tile, not per token.
 #pragma once
 #include <cstdint>
 #include <functional>
