@@ -243,19 +243,26 @@ bool matches_single_token(const PackedMatrix& w, Isa isa, int64_t M) {
 
 namespace {
 
-// The activation rows, zero-padded to Kp and quantized, in per-thread
-// scratch reused across calls (no allocation per step once grown).
-std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const float* x, int64_t M, Isa isa) {
-  thread_local std::vector<float> xpad;
-  thread_local std::vector<QuantizedActivation> qa;
-  xpad.resize(static_cast<size_t>(w.Kp));
+// The activation rows, zero-padded to Kp and quantized, in the calling
+// thread's scratch reused across calls (no allocation per step once grown).
+// A prompt's rows are quantized on all threads (serial, they held a
+// 128-token int4 prefill's 1 -> 2 thread scaling down).
+std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const float* x, int64_t M, Isa isa, const ParallelFor& pf) {
+  thread_local std::vector<QuantizedActivation> qa_storage;
+  std::vector<QuantizedActivation>& qa = qa_storage;  // a worker must name the caller's rows, not its own
   if (qa.size() < static_cast<size_t>(M)) qa.resize(static_cast<size_t>(M));
-  for (int64_t m = 0; m < M; ++m) {
-    std::copy(x + m * w.K, x + (m + 1) * w.K, xpad.begin());
-    std::fill(xpad.begin() + w.K, xpad.end(), 0.f);
-    if (isa == Isa::Avx512Vnni) quantize_activation(w, xpad.data(), qa[static_cast<size_t>(m)]);
-    else quantize_activation_avx2(w, xpad.data(), qa[static_cast<size_t>(m)]);
-  }
+  auto rows = [&](int64_t m0, int64_t m1) {
+    thread_local std::vector<float> xpad;  // each thread's own
+    xpad.resize(static_cast<size_t>(w.Kp));
+    for (int64_t m = m0; m < m1; ++m) {
+      std::copy(x + m * w.K, x + (m + 1) * w.K, xpad.begin());
+      std::fill(xpad.begin() + w.K, xpad.end(), 0.f);
+      if (isa == Isa::Avx512Vnni) quantize_activation(w, xpad.data(), qa[static_cast<size_t>(m)]);
+      else quantize_activation_avx2(w, xpad.data(), qa[static_cast<size_t>(m)]);
+    }
+  };
+  if (M >= 16) pf(M, 8, rows);
+  else rows(0, M);
   return qa;
 }
 
@@ -271,7 +278,7 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     // tokens, no fp32 copy of the weights; a token's results are the same
     // bits at any M. One token takes enough panels per work item to amortise
     // the dispatch (as the GEMV below); several, 4 panels.
-    const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa);
+    const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa, pf);
     const int64_t grain = M == 1 ? std::max<int64_t>(1, (1 << 16) / w.panel_bytes()) : 4;
     pf(w.Np / 16, grain, [&](int64_t p0, int64_t p1) { gemm_avx512vnni(w, qa.data(), M, y, p0, p1); });
   } else if (M >= kGemmMinRows) {
@@ -301,7 +308,7 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     thread_local std::vector<float> xpad_storage, xsum_storage;
     std::vector<float>& xpad = xpad_storage;
     std::vector<float>& xsum = xsum_storage;
-    const std::vector<QuantizedActivation>* qa = int8 ? &quantized_rows(w, x, M, isa) : nullptr;
+    const std::vector<QuantizedActivation>* qa = int8 ? &quantized_rows(w, x, M, isa, pf) : nullptr;
     if (!int8) {  // fp32 activations: zero-padded rows and their group sums
       xpad.assign(static_cast<size_t>(M * w.Kp), 0.f);
       xsum.resize(static_cast<size_t>(M * w.n_groups));
