@@ -80,9 +80,13 @@ int64_t PackedMatrix::weight_bytes() const {
   return static_cast<int64_t>(codes.size() + scale_bytes + negzp.size() * sizeof(float));
 }
 
+bool PackedMatrix::fits_int8_activations() const {
+  const bool pow2 = group > 0 && (group & (group - 1)) == 0;
+  return n_groups == 1 || group == 32 || (pow2 && group >= 64);
+}
+
 bool PackedMatrix::supports(Isa isa) const {
   auto fits = [&](int64_t width) { return n_groups == 1 || group % width == 0; };
-  const bool pow2 = group > 0 && (group & (group - 1)) == 0;
   if (isa != Isa::Scalar && panels != (isa == Isa::Avx512Vnni)) return false;  // the layout is the path's
   switch (isa) {
     case Isa::Scalar: return true;
@@ -91,7 +95,7 @@ bool PackedMatrix::supports(Isa isa) const {
     // Activation blocks (32) must not straddle weight groups; larger groups
     // are indexed by a shift.
     case Isa::Avx2Int8:
-    case Isa::Avx512Vnni: return n_groups == 1 || group == 32 || (pow2 && group >= 64);
+    case Isa::Avx512Vnni: return fits_int8_activations();
   }
   return false;
 }
@@ -176,10 +180,7 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
     }
   }
   if (for_isa == Isa::Avx512Vnni) {
-    p.panels = true;  // supports() asks about the layout the path needs
-    const bool suits = p.supports(Isa::Avx512Vnni);
-    p.panels = false;
-    if (suits) to_panels(p);
+    if (p.fits_int8_activations()) to_panels(p);
   }
   return p;
 }

@@ -120,6 +120,9 @@ struct PackedMatrix {
   int64_t weight_bytes() const;  // what one pass of the default (int8-activation) GEMV reads
   // Which paths can run this geometry (groups must not split a SIMD vector).
   bool supports(Isa isa) const;
+  // Groups whole in the int8-activation paths' 32-element blocks (or one
+  // group per row): what avx2int8 and the VNNI panels need.
+  bool fits_int8_activations() const;
 };
 
 // Packs for the path that will run it: panels for avx512vnni (when the
