@@ -24,7 +24,7 @@ void RMSNormCudaKernel::compute(sy::plugin::KernelIO& io) {
   if (x.raw.device != SY_DEVICE_CUDA || x.dtype() != SY_DTYPE_FLOAT32 || x.rank() < 1 || x.dim(x.rank() - 1) != cols_)
     throw Error("RMSNorm on CUDA: x must be a float32 CUDA tensor [..., " + std::to_string(cols_) + "]", SY_INVALID_ARGUMENT);
   auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, x.dims());
-  if (const char* err = cuda_rmsnorm(x.data<float>(), weight_.as<float>(), cpu_.epsilon(), x.numel() / cols_, cols_, y.data<float>(),
+  if (const char* err = cuda_rmsnorm(x.data<float>(), weight_.as<float>(), cpu_.epsilon(), cpu_.divide(), x.numel() / cols_, cols_, y.data<float>(),
                                      sy::plugin::device_stream(SY_DEVICE_CUDA)))
     throw Error(std::string("RMSNorm: ") + err, SY_INVALID_ARGUMENT);
 }
@@ -38,6 +38,26 @@ void SiluMulCudaKernel::compute(sy::plugin::KernelIO& io) {
   auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, g.dims());
   if (const char* err = cuda_silu_mul(g.data<float>(), u.data<float>(), g.numel(), y.data<float>(), sy::plugin::device_stream(SY_DEVICE_CUDA)))
     throw Error(std::string("SiluMul: ") + err, SY_INVALID_ARGUMENT);
+}
+
+RotaryCudaKernel::RotaryCudaKernel(const sy::plugin::NodeRef& n) : cpu_(n) {}
+
+void RotaryCudaKernel::compute(sy::plugin::KernelIO& io) {
+  auto x = io.input(0), c = io.input(1), s = io.input(2);
+  if (x.raw.device != SY_DEVICE_CUDA || c.raw.device != SY_DEVICE_CUDA || s.raw.device != SY_DEVICE_CUDA || x.dtype() != SY_DTYPE_FLOAT32 ||
+      c.dtype() != SY_DTYPE_FLOAT32 || s.dtype() != SY_DTYPE_FLOAT32 || c.dims() != s.dims())
+    throw Error("Rotary on CUDA: x, cos and sin must be float32 CUDA tensors, cos and sin of one shape", SY_INVALID_ARGUMENT);
+  const RotaryBroadcast b = rotary_broadcast(x, c, cpu_.interleaved());
+  RotaryAxes axes;
+  if (b.outer.size() > static_cast<size_t>(RotaryAxes::kMax)) throw Error("Rotary on CUDA: x has too many dims", SY_INVALID_ARGUMENT);
+  for (const auto& a : b.outer) {
+    axes.size[axes.count] = a.size;
+    axes.cos_stride[axes.count++] = a.cos_stride;
+  }
+  auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, x.dims());
+  if (const char* err = cuda_rotary(x.data<float>(), c.data<float>(), s.data<float>(), b.rows, b.dim, cpu_.interleaved(),
+                                    axes, y.data<float>(), sy::plugin::device_stream(SY_DEVICE_CUDA)))
+    throw Error(std::string("Rotary: ") + err, SY_INVALID_ARGUMENT);
 }
 
 }  // namespace sy_fused

@@ -1,5 +1,6 @@
-// CPU kernels of the fused ops: the reference for the CUDA ones, and on the
-// CPU one pass over each row instead of seven.
+// CPU kernels of the fused norm and activation: the reference for the CUDA
+// ones, and on the CPU one pass over each row instead of seven. Built with
+// -ffp-contract=off: each result is rounded where the unfused graph rounds.
 #include <cmath>
 #include <string>
 
@@ -9,15 +10,33 @@ namespace sy_fused {
 
 using sy::plugin::Error;
 
-void rmsnorm_rows(const float* x, const float* weight, float eps, int64_t begin, int64_t end, int64_t cols, float* y) {
+void rmsnorm_rows(const float* x, const float* weight, float eps, bool divide, int64_t begin, int64_t end, int64_t cols, float* y) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * cols;
     float* yr = y + r * cols;
-    // Same order of operations as the unfused graph (mean, + eps, sqrt, 1 / s, x * inv, * w).
-    float ss = 0.f;
-    for (int64_t c = 0; c < cols; ++c) ss += xr[c] * xr[c];
-    const float inv = 1.f / std::sqrt(ss / static_cast<float>(cols) + eps);
-    for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * inv * weight[c];
+    // The unfused graph's arithmetic, step for step: Pow(x, 2) rounds each
+    // square to float; ReduceMean sums them in double, in order, and rounds
+    // sum / n to float; then float + eps, sqrt, and either 1 / s then x * inv
+    // (Div(1, s) or Reciprocal) or x / s; then * w.
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float sq = xr[c] * xr[c];
+      sum += static_cast<double>(sq);
+    }
+    const float mean = static_cast<float>(sum / static_cast<double>(cols));
+    const float s = std::sqrt(mean + eps);
+    if (divide) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float n = xr[c] / s;
+        yr[c] = n * weight[c];
+      }
+    } else {
+      const float inv = 1.f / s;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float n = xr[c] * inv;
+        yr[c] = n * weight[c];
+      }
+    }
   }
 }
 
@@ -32,6 +51,7 @@ RMSNormKernel::RMSNormKernel(const sy::plugin::NodeRef& n) {
   auto eps = n.graph.attr_float(n.node, "epsilon");
   if (!eps || !(*eps >= 0.f)) throw Error("RMSNorm needs a non-negative 'epsilon' attribute", SY_INVALID_ARGUMENT);
   eps_ = *eps;
+  divide_ = n.graph.attr_int(n.node, "divide").value_or(0) != 0;
 }
 
 void RMSNormKernel::compute(sy::plugin::KernelIO& io) {
@@ -42,8 +62,8 @@ void RMSNormKernel::compute(sy::plugin::KernelIO& io) {
   const int64_t cols = w.numel(), rows = cols ? x.numel() / cols : 0;
   const float *px = x.data<float>(), *pw = w.data<float>();
   float* py = y.data<float>();
-  if (rows * cols >= (1 << 16)) io.parallel_for(rows, 1, [&](int64_t b, int64_t e) { rmsnorm_rows(px, pw, eps_, b, e, cols, py); });
-  else rmsnorm_rows(px, pw, eps_, 0, rows, cols, py);
+  if (rows * cols >= (1 << 16)) io.parallel_for(rows, 1, [&](int64_t b, int64_t e) { rmsnorm_rows(px, pw, eps_, divide_, b, e, cols, py); });
+  else rmsnorm_rows(px, pw, eps_, divide_, 0, rows, cols, py);
 }
 
 SiluMulKernel::SiluMulKernel(const sy::plugin::NodeRef&) {}
