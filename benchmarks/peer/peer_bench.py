@@ -71,7 +71,7 @@ def switchyard(a, onnx, precision, threads):
     env = dict(os.environ)
     env["SWITCHYARD_PLUGIN_DIR"] = os.path.join(a.build, "plugins")
     log = run([os.path.join(a.build, "benchmarks", "bench_quant"), "--model", onnx, "--schemes", precision, "--threads", str(threads),
-               "--decode", str(a.decode), "--prefill", str(a.prefill), "--out", out_json] + (["--fuse-pointwise"] if a.fuse_pointwise else []),
+               "--decode", str(a.decode), "--prefill", str(a.prefill), "--out", out_json] + ([] if a.fuse_pointwise else ["--no-fuse-pointwise"]),
               env=env)
     row = json.load(open(out_json))["rows"][0]
     return {"decode_tps": row["decode_tokens_per_s"], "prefill_tps": row["prefill_tokens_per_s"],
@@ -90,8 +90,8 @@ def main():
     ap.add_argument("--prefill", type=int, default=128)
     ap.add_argument("--workdir", default="/tmp/switchyard-peer")
     ap.add_argument("--out", default="peer.json")
-    ap.add_argument("--fuse-pointwise", action="store_true",
-                    help="Switchyard also fuses RMSNorm and SiLU*up (as llama.cpp's graph does; not bit-exact with the export)")
+    ap.add_argument("--no-fuse-pointwise", dest="fuse_pointwise", action="store_false",
+                    help="Switchyard runs RMSNorm, SiLU*up and rotary as the export's nodes (default: fused, bit-exact)")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 -o -w -E 'avx512_vnni|avx512vnni' /proc/cpuinfo;"

@@ -54,8 +54,13 @@ TEST(EquivalenceProbe, AnExactRewriteAndAnApproximateOneAreAccepted) {
 TEST(EquivalenceProbe, AttentionFusionIsProvenPerLayerOnRealExports) {
   for (const char* m : {"qwen2-torchscript", "mistral-dynamo", "gemma2-torchscript", "phi3-genai"}) {
     auto s = Session::create(config_with(test::source_dir() + "/tests/models/real/" + m, "paged"));
-    ASSERT_EQ(s->report().probes.size(), 1u) << m;
-    const ProbeReport& p = s->report().probes[0];
+    // The default manifest's paged profile: the pointwise fusions (exact:
+    // no deviation at all), then attention.
+    ASSERT_EQ(s->report().probes.size(), 2u) << m;
+    const ProbeReport& pointwise = s->report().probes[0];
+    EXPECT_EQ(pointwise.pass, "fuse-pointwise");
+    EXPECT_EQ(pointwise.max_deviation, 0.0) << m;
+    const ProbeReport& p = s->report().probes[1];
     EXPECT_EQ(p.pass, "attention-fusion");
     EXPECT_TRUE(p.skipped.empty()) << m << ": " << p.skipped;
     EXPECT_EQ(p.cases, 4) << m;
