@@ -222,6 +222,20 @@ class TransposeKernel : public Kernel {
       out.push_back(x.dim(p));
       st[static_cast<size_t>(i)] = in_st[static_cast<size_t>(p)];
     }
+    // A permutation that only moves size-1 dims keeps the bytes in order
+    // (a decode step's [B, 1, H, D] -> [B, H, 1, D]): a view, as Reshape.
+    int prev = -1;
+    bool in_order = true;
+    for (int i = 0; i < rank && in_order; ++i) {
+      int p = normalize_axis(perm[static_cast<size_t>(i)], rank, "Transpose");
+      if (x.dim(p) == 1) continue;
+      in_order = p > prev;
+      prev = p;
+    }
+    if (in_order) {
+      ctx.set_output(0, x.reshaped(out));
+      return;
+    }
     Tensor& y = ctx.allocate_output(0, x.dtype(), out);
     int64_t n = y.numel();
     if (n == 0) return;
