@@ -61,6 +61,11 @@ Tensor Tensor::reshaped(const Shape& s) const {
   return Tensor(dtype_, s, holder_, data_, device_);
 }
 
+Tensor Tensor::subview(int64_t first, const Shape& s) const {
+  SY_CHECK(first >= 0 && first + s.numel() <= numel(), "cannot view elements [" << first << ", " << first + s.numel() << ") of " << shape_.str());
+  return Tensor(dtype_, s, holder_, data_ + static_cast<size_t>(first) * dtype_size(dtype_), device_);
+}
+
 std::vector<int64_t> Tensor::to_int64_vector() const {
   SY_CHECK(on_host(), "cannot read a " << device_name(device_) << " tensor on the host");
   std::vector<int64_t> v(static_cast<size_t>(numel()));

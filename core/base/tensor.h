@@ -110,6 +110,8 @@ class Tensor {
 
   // A view with another shape over the same bytes (same element count).
   Tensor reshaped(const Shape& s) const;
+  // A view of the contiguous elements [first, first + s.numel()) as shape s.
+  Tensor subview(int64_t first, const Shape& s) const;
 
   // Reads an integer tensor (int64 or int32) as int64 values: shape operands.
   std::vector<int64_t> to_int64_vector() const;

@@ -183,6 +183,23 @@ class SplitKernel : public Kernel {
              "Split: " << split.size() << " parts for " << ctx.num_outputs << " outputs");
     SY_CHECK(std::accumulate(split.begin(), split.end(), int64_t{0}) == dim,
              "Split: parts do not add up to dimension " << dim);
+    // Nothing outside the split axis varies (a decode step's [1, 1, N] split
+    // of fused projections): each part is a contiguous range, a view.
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (d < ax) outer *= x.dim(d);
+      if (d > ax) inner *= x.dim(d);
+    }
+    if (outer == 1) {
+      int64_t first = 0;
+      for (int i = 0; i < ctx.num_outputs; ++i) {
+        Shape s = x.shape();
+        s[ax] = split[static_cast<size_t>(i)];
+        ctx.set_output(i, x.subview(first, s));
+        first += s[ax] * inner;
+      }
+      return;
+    }
     Shape start, step;
     start.resize(x.rank());
     step.resize(x.rank());

@@ -171,6 +171,46 @@ class ConcatKernel : public Kernel {
   int64_t axis_;
 };
 
+// Split into the sizes of input 1 (opset >= 13) or the `split` attribute,
+// else equal parts: one strided copy per output (the quantize pass's joined
+// q/k/v and gate/up matmuls end in one).
+class SplitKernel : public Kernel {
+ public:
+  SplitKernel(const Node& n, int64_t opset) : axis_(n.attr_int("axis", 0)), num_outputs_(n.attr_int("num_outputs", 0)) {
+    if (opset < 13) attr_split_ = n.attr_ints("split");
+  }
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int ax = normalize_axis(axis_, x.rank(), "Split");
+    std::vector<int64_t> split;
+    if (auto s = optional_ints(ctx, 1)) split = *s;
+    else if (attr_split_) split = *attr_split_;
+    if (split.empty()) {
+      const int64_t n = num_outputs_ > 0 ? num_outputs_ : ctx.num_outputs, chunk = (x.dim(ax) + n - 1) / n;
+      for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, x.dim(ax) - i * chunk)));
+    }
+    SY_CHECK(static_cast<int>(split.size()) == ctx.num_outputs, "Split: " << split.size() << " parts for " << ctx.num_outputs << " outputs");
+    int64_t total = 0;
+    for (int64_t s : split) total += s;
+    SY_CHECK(total == x.dim(ax), "Split: parts do not add up to dimension " << x.dim(ax));
+    auto in_strides = contiguous_strides(x.shape());
+    int64_t at = 0;
+    for (int i = 0; i < ctx.num_outputs; ++i) {
+      Shape out = x.shape();
+      out[ax] = split[static_cast<size_t>(i)];
+      Tensor& y = ctx.allocate_output(i, x.dtype(), out);
+      Strided s = contiguous(out);
+      for (int d = 0; d < out.rank(); ++d) s.a[d] = in_strides[static_cast<size_t>(d)];
+      if (y.numel() > 0) cuda::strided_copy(x.raw(), at * in_strides[static_cast<size_t>(ax)], y.raw(), 0, s, 4, stream_of(ctx));
+      at += out[ax];
+    }
+  }
+
+ private:
+  int64_t axis_, num_outputs_;
+  std::optional<std::vector<int64_t>> attr_split_;
+};
+
 // Softmax and ReduceMean over the last axis only (supports() checks).
 class RowsKernel : public Kernel {
  public:
@@ -255,6 +295,11 @@ void register_cuda_pointwise_kernels(KernelRegistry& r) {
       [](const KernelCreateInfo&) -> std::unique_ptr<Kernel> { return std::make_unique<SliceKernel>(); });
   slice.host_inputs = {1, 2, 3, 4};
   r.add(std::move(slice));
+  KernelDef split = cuda_def(
+      "Split", [](const Graph& g, const Node& n) { return float_inputs(g, n, 1) && no_constant_data(g, n); },
+      [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> { return std::make_unique<SplitKernel>(ci.node, ci.opset); });
+  split.host_inputs = {1};
+  r.add(std::move(split));
   r.add(cuda_def(
       "Concat",
       [](const Graph& g, const Node& n) { return float_inputs(g, n, n.inputs.size()) && no_constant_data(g, n) && !n.inputs.empty(); },
