@@ -8,6 +8,7 @@
 // within one run.
 //   bench_quant --model /tmp/synth-110m.onnx [--schemes fp32,int8,int4] [--decode 32] [--prefill 128]
 //               [--no-fuse-pointwise]   (leave RMSNorm, SiLU*up and rotary as the export's nodes)
+//               [--quantize-option KEY=VALUE]...   (more options of the quantize pass, e.g. fuse_siblings=false)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   std::string model, out = "bench-quant.json", schemes_arg = "fp32,int8,int4";
   int decode = 32, prefill = 128, threads = 2;
   bool fuse_pointwise = true;
+  std::vector<std::pair<std::string, std::string>> quantize_options;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-fuse-pointwise")) fuse_pointwise = false;
     if (i + 1 >= argc) break;
@@ -51,6 +53,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode")) decode = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill")) prefill = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quantize-option")) {
+      std::string kv = argv[++i];
+      const size_t eq = kv.find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "bench_quant: --quantize-option takes KEY=VALUE, got '%s'\n", kv.c_str());
+        return 2;
+      }
+      quantize_options.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
   }
   if (model.empty()) {
     std::fprintf(stderr, "usage: bench_quant --model M.onnx [--schemes fp32,int8,int4] [--decode N] [--prefill N] [--out F]\n");
@@ -72,6 +83,7 @@ int main(int argc, char** argv) {
     if (scheme != "fp32") {
       sy::ComponentSelection q{"quantize", {}, "bench"};
       q.options["scheme"] = sy::RawOption{scheme, "bench"};
+      for (const auto& [k, v] : quantize_options) q.options[k] = sy::RawOption{v, "bench: --quantize-option"};
       cfg.passes.insert(cfg.passes.begin(), q);
     }
     if (fuse_pointwise) {

@@ -215,7 +215,7 @@ Isa usable(const PackedMatrix& w, Isa isa) {
 }
 
 constexpr int64_t kGemmMinRows = 16;  // from here on, dequantize tiles and use sgemm
-constexpr int64_t kTileRows = 64;
+constexpr int64_t kTileRows = kPrefillTileRows;
 
 }  // namespace
 

@@ -130,6 +130,12 @@ struct PackedMatrix {
 // panels runs on avx512vnni or the scalar path only (supports()).
 PackedMatrix pack(const QuantizedWeight& q, Isa for_isa = Isa::Scalar);
 
+// Rows per tile of the non-VNNI prefill path. Tiles start at multiples of
+// it, and OpenBLAS's result for a column can depend on the tile's width: a
+// matmul joined from siblings (quantize_pass.cpp) keeps every member but
+// the last a multiple of it, so each tile is the one the member had alone.
+constexpr int64_t kPrefillTileRows = 64;
+
 using ParallelFor = std::function<void(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn)>;
 
 // Y[M, N] = X[M, K] * W + bias (bias may be null). Falls back to the best

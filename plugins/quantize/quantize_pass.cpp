@@ -2,9 +2,15 @@
 // W, and weight-only QDQ (MatMul(A, DequantizeLinear(W8, scale, zp))), become
 // one quantized matmul node per weight. Options pick the scheme, per node
 // name pattern: skip the LM head, int8 for attention, int4 elsewhere, ...
+// Sibling matmuls (one input, one format: q/k/v, gate/up) become one node
+// over their concatenated rows and a Split (fuse_siblings): every output
+// row is computed as it was, and a decode step has three fewer parallel
+// regions per layer.
 #include <fnmatch.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -79,10 +85,9 @@ struct Rewrite {
   std::vector<float> bias;
 };
 
-// Adds the quantized node in place of r.node.
-void emit(GraphRef& g, const Rewrite& r) {
+// Adds the quantized node for r.q reading r.a; returns its output.
+sy_value_id emit_node(GraphRef& g, const Rewrite& r, const std::string& base) {
   const QuantizedWeight& q = r.q;
-  const std::string base = g.name(r.node);
   sy_value_id codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {q.N, q.n_blocks, q.blob_bytes()}, q.codes.data());
   sy_value_id scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {q.N * q.n_blocks}, q.scales.data());
   sy_value_id zp = q.zero_points.empty()
@@ -102,9 +107,54 @@ void emit(GraphRef& g, const Rewrite& r) {
   g.set_attr(n, "N", q.N);
   g.set_attr(n, "bits", int64_t{q.bits});
   g.set_attr(n, "block_size", q.block_size);
-  g.set_type(out[0], SY_DTYPE_FLOAT32, g.value_shape(r.out));
-  g.replace_all_uses(r.out, out[0]);
+  return out[0];
+}
+
+// Adds the quantized node in place of r.node.
+void emit(GraphRef& g, const Rewrite& r) {
+  sy_value_id out = emit_node(g, r, g.name(r.node));
+  g.set_type(out, SY_DTYPE_FLOAT32, g.value_shape(r.out));
+  g.replace_all_uses(r.out, out);
   g.remove_node(r.node);
+}
+
+// Siblings: same input, same format, no bias (a bias would have to be
+// concatenated too; exports with biased q/k/v, Qwen2's, stay separate).
+using SiblingKey = std::tuple<sy_value_id, int, int64_t, int64_t, bool>;
+SiblingKey sibling_key(const Rewrite& r) {
+  return {r.a, r.q.bits, r.q.block_size, r.q.K, r.q.zero_points.empty()};
+}
+
+// One node over the siblings' rows, in order, and a Split of its last axis
+// back into their outputs. Rows are independent in every kernel path (a
+// row's sums never see another row), so each output keeps its bits.
+void emit_siblings(GraphRef& g, const std::vector<const Rewrite*>& group) {
+  Rewrite fused{group[0]->node, group[0]->a, SY_NO_VALUE, group[0]->q, {}};
+  QuantizedWeight& q = fused.q;
+  std::vector<int64_t> parts{q.N};
+  std::string base = g.name(group[0]->node);
+  for (size_t i = 1; i < group.size(); ++i) {
+    const QuantizedWeight& s = group[i]->q;
+    q.N += s.N;
+    q.codes.insert(q.codes.end(), s.codes.begin(), s.codes.end());
+    q.scales.insert(q.scales.end(), s.scales.begin(), s.scales.end());
+    q.zero_points.insert(q.zero_points.end(), s.zero_points.begin(), s.zero_points.end());
+    parts.push_back(s.N);
+    base += "+" + g.name(group[i]->node);
+  }
+  const sy_value_id joined = emit_node(g, fused, base);
+  std::vector<sy_value_id> inputs{joined};
+  const int64_t opset = g.opset("");
+  if (opset >= 13) inputs.push_back(g.add_constant(base + "_split", SY_DTYPE_INT64, {static_cast<int64_t>(parts.size())}, parts.data()));
+  std::vector<sy_value_id> outs;
+  sy_node_id split = g.add_node("", "Split", base + "_split", inputs, outs, static_cast<int32_t>(group.size()));
+  g.set_attr(split, "axis", int64_t{-1});
+  if (opset < 13) g.set_attr(split, "split", parts);
+  for (size_t i = 0; i < group.size(); ++i) {
+    g.set_type(outs[i], SY_DTYPE_FLOAT32, g.value_shape(group[i]->out));
+    g.replace_all_uses(group[i]->out, outs[i]);
+    g.remove_node(group[i]->node);
+  }
 }
 
 // W [K, N] fp32 of a MatMul/Gemm, transposed/scaled as the node uses it.
@@ -165,6 +215,7 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
   SchemeTable table(options);
   int quantized = 0, from_qdq = 0, kept = 0;
   int64_t bytes_before = 0, bytes_after = 0;
+  std::vector<Rewrite> rewrites;  // emitted after the scan, siblings together
   const int32_t count = g.node_count();
   for (sy_node_id n = 0; n < count; ++n) {
     const bool matmul = g.is(n, "MatMul"), gemm = g.is(n, "Gemm");
@@ -177,7 +228,7 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
         r.q = std::move(*q);
         bytes_before += r.q.K * r.q.N;
         bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size());
-        emit(g, r);
+        rewrites.push_back(std::move(r));
         ++from_qdq;
         continue;
       }
@@ -215,12 +266,45 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
     }
     bytes_before += K * N * 4;
     bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size());
-    emit(g, r);
+    rewrites.push_back(std::move(r));
     ++quantized;
+  }
+  // Group siblings in the order their first member was found.
+  std::vector<std::vector<const Rewrite*>> groups;
+  std::map<SiblingKey, size_t> group_of;
+  const bool fuse_siblings = options.get_bool("fuse_siblings");
+  for (const Rewrite& r : rewrites) {
+    if (!fuse_siblings || !r.bias.empty()) {
+      groups.push_back({&r});
+      continue;
+    }
+    auto [it, fresh] = group_of.emplace(sibling_key(r), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(&r);
+  }
+  int fused = 0;
+  for (const auto& found : groups) {
+    // Members whose rows fill whole prefill tiles first, then at most one
+    // that does not (its last tile is then the one it had alone); any other
+    // stays separate.
+    std::vector<const Rewrite*> group, alone;
+    for (const Rewrite* r : found) (r->q.N % kPrefillTileRows == 0 ? group : alone).push_back(r);
+    if (!alone.empty()) {
+      group.push_back(alone.front());
+      alone.erase(alone.begin());
+    }
+    if (group.size() == 1) {
+      emit(g, *group[0]);
+    } else {
+      emit_siblings(g, group);
+      fused += static_cast<int>(group.size());
+    }
+    for (const Rewrite* r : alone) emit(g, *r);
   }
   std::ostringstream msg;
   msg << "quantize: " << quantized << " weights quantized, " << from_qdq << " QDQ weights mapped, " << kept
-      << " kept in fp32 by rule; weight bytes " << bytes_before << " -> " << bytes_after;
+      << " kept in fp32 by rule; weight bytes " << bytes_before << " -> " << bytes_after << "; " << fused
+      << " siblings joined";
   sy::plugin::log(SY_LOG_INFO, msg.str());
   // Re-quantized weights change the outputs by design (eval measures by how
   // much); weights mapped from QDQ keep their values and stay probed.
