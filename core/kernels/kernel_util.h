@@ -31,6 +31,12 @@ void dispatch_type(DType t, const char* what, F&& f) {
 void resolve_slice(const Shape& in, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
                    const std::vector<int64_t>& axes, const std::vector<int64_t>& steps, Shape& start, Shape& step, Shape& out);
 
+// ONNX Split semantics: the part sizes along an axis of `dim` elements, from
+// input 1 (opset >= 13), the `split` attribute (older opsets) or equal parts
+// (num_outputs, else the node's output count); checked against both.
+std::vector<int64_t> resolve_split(const KernelContext& ctx, int64_t dim, const std::optional<std::vector<int64_t>>& attr_split,
+                                   int64_t num_outputs_attr);
+
 inline int normalize_axis(int64_t axis, int rank, const char* what) {
   SY_CHECK(axis >= -rank && axis < rank, what << ": axis " << axis << " is out of range for rank " << rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);

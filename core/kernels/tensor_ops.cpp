@@ -91,6 +91,22 @@ void strided_copy(const Tensor& x, Tensor& y, const Shape& start, const Shape& s
 
 }  // namespace
 
+std::vector<int64_t> resolve_split(const KernelContext& ctx, int64_t dim, const std::optional<std::vector<int64_t>>& attr_split,
+                                   int64_t num_outputs_attr) {
+  std::vector<int64_t> split;
+  if (auto s = optional_ints(ctx, 1)) split = *s;
+  else if (attr_split) split = *attr_split;
+  if (split.empty()) {
+    const int64_t n = num_outputs_attr > 0 ? num_outputs_attr : ctx.num_outputs;
+    SY_CHECK(n > 0, "Split: no outputs");
+    const int64_t chunk = (dim + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  }
+  SY_CHECK(static_cast<int>(split.size()) == ctx.num_outputs, "Split: " << split.size() << " parts for " << ctx.num_outputs << " outputs");
+  SY_CHECK(std::accumulate(split.begin(), split.end(), int64_t{0}) == dim, "Split: parts do not add up to dimension " << dim);
+  return split;
+}
+
 void resolve_slice(const Shape& in, const std::vector<int64_t>& starts_in, const std::vector<int64_t>& ends,
                    const std::vector<int64_t>& axes_in, const std::vector<int64_t>& steps_in, Shape& start, Shape& step, Shape& out) {
   std::vector<int64_t> starts = starts_in, axes = axes_in, steps = steps_in;
@@ -170,19 +186,7 @@ class SplitKernel : public Kernel {
   void compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     int ax = normalize_axis(axis_, x.rank(), "Split");
-    int64_t dim = x.dim(ax);
-    std::vector<int64_t> split;
-    if (auto s = optional_ints(ctx, 1)) split = *s;
-    else if (attr_split_) split = *attr_split_;
-    if (split.empty()) {
-      int64_t n = num_outputs_attr_ > 0 ? num_outputs_attr_ : ctx.num_outputs;
-      int64_t chunk = (dim + n - 1) / n;
-      for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
-    }
-    SY_CHECK(static_cast<int>(split.size()) == ctx.num_outputs,
-             "Split: " << split.size() << " parts for " << ctx.num_outputs << " outputs");
-    SY_CHECK(std::accumulate(split.begin(), split.end(), int64_t{0}) == dim,
-             "Split: parts do not add up to dimension " << dim);
+    const std::vector<int64_t> split = resolve_split(ctx, x.dim(ax), attr_split_, num_outputs_attr_);
     // Nothing outside the split axis varies (a decode step's [1, 1, N] split
     // of fused projections): each part is a contiguous range, a view.
     int64_t outer = 1, inner = 1;

@@ -182,17 +182,7 @@ class SplitKernel : public Kernel {
   void compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int ax = normalize_axis(axis_, x.rank(), "Split");
-    std::vector<int64_t> split;
-    if (auto s = optional_ints(ctx, 1)) split = *s;
-    else if (attr_split_) split = *attr_split_;
-    if (split.empty()) {
-      const int64_t n = num_outputs_ > 0 ? num_outputs_ : ctx.num_outputs, chunk = (x.dim(ax) + n - 1) / n;
-      for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, x.dim(ax) - i * chunk)));
-    }
-    SY_CHECK(static_cast<int>(split.size()) == ctx.num_outputs, "Split: " << split.size() << " parts for " << ctx.num_outputs << " outputs");
-    int64_t total = 0;
-    for (int64_t s : split) total += s;
-    SY_CHECK(total == x.dim(ax), "Split: parts do not add up to dimension " << x.dim(ax));
+    const std::vector<int64_t> split = resolve_split(ctx, x.dim(ax), attr_split_, num_outputs_);
     auto in_strides = contiguous_strides(x.shape());
     int64_t at = 0;
     for (int i = 0; i < ctx.num_outputs; ++i) {
