@@ -236,22 +236,20 @@ class TransposeKernel : public Kernel {
     Shape out;
     auto in_st = contiguous_strides(x.shape());
     std::array<int64_t, Shape::kMaxRank> st{};
+    // A permutation that only moves size-1 dims keeps the bytes in order
+    // (a decode step's [B, 1, H, D] -> [B, H, 1, D]): a view, as Reshape.
+    int last_moved = -1;
+    bool in_order = true;
     for (int i = 0; i < rank; ++i) {
       int p = normalize_axis(perm[static_cast<size_t>(i)], rank, "Transpose");
       SY_CHECK(!seen[static_cast<size_t>(p)], "Transpose: perm repeats axis " << p);
       seen[static_cast<size_t>(p)] = true;
       out.push_back(x.dim(p));
       st[static_cast<size_t>(i)] = in_st[static_cast<size_t>(p)];
-    }
-    // A permutation that only moves size-1 dims keeps the bytes in order
-    // (a decode step's [B, 1, H, D] -> [B, H, 1, D]): a view, as Reshape.
-    int prev = -1;
-    bool in_order = true;
-    for (int i = 0; i < rank && in_order; ++i) {
-      int p = normalize_axis(perm[static_cast<size_t>(i)], rank, "Transpose");
-      if (x.dim(p) == 1) continue;
-      in_order = p > prev;
-      prev = p;
+      if (x.dim(p) != 1) {
+        in_order = in_order && p > last_moved;
+        last_moved = p;
+      }
     }
     if (in_order) {
       ctx.set_output(0, x.reshaped(out));

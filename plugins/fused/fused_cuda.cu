@@ -32,11 +32,7 @@ __global__ void rotary_kernel(const float* __restrict__ x, const float* __restri
   const int64_t half = dim / 2, t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= rows * half) return;
   const int64_t row = t / half, j = t % half;
-  int64_t co = 0, rest = row;
-  for (int a = 0; a < axes.count; ++a) {
-    co += (rest % axes.size[a]) * axes.cos_stride[a];
-    rest /= axes.size[a];
-  }
+  const int64_t co = axes.cos_row(row);
   const float* xr = x + row * dim;
   float* yr = y + row * dim;
   if (interleaved) {

@@ -48,15 +48,9 @@ void RotaryCudaKernel::compute(sy::plugin::KernelIO& io) {
       c.dtype() != SY_DTYPE_FLOAT32 || s.dtype() != SY_DTYPE_FLOAT32 || c.dims() != s.dims())
     throw Error("Rotary on CUDA: x, cos and sin must be float32 CUDA tensors, cos and sin of one shape", SY_INVALID_ARGUMENT);
   const RotaryBroadcast b = rotary_broadcast(x, c, cpu_.interleaved());
-  RotaryAxes axes;
-  if (b.outer.size() > static_cast<size_t>(RotaryAxes::kMax)) throw Error("Rotary on CUDA: x has too many dims", SY_INVALID_ARGUMENT);
-  for (const auto& a : b.outer) {
-    axes.size[axes.count] = a.size;
-    axes.cos_stride[axes.count++] = a.cos_stride;
-  }
   auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, x.dims());
   if (const char* err = cuda_rotary(x.data<float>(), c.data<float>(), s.data<float>(), b.rows, b.dim, cpu_.interleaved(),
-                                    axes, y.data<float>(), sy::plugin::device_stream(SY_DEVICE_CUDA)))
+                                    b.outer, y.data<float>(), sy::plugin::device_stream(SY_DEVICE_CUDA)))
     throw Error(std::string("Rotary: ") + err, SY_INVALID_ARGUMENT);
 }
 

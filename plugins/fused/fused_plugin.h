@@ -17,7 +17,8 @@
 // save the intermediate tensors and the per-node cost of ~25 nodes a layer.
 #pragma once
 #include <switchyard/plugin.hpp>
-#include <vector>
+
+#include "rotary_axes.h"
 
 namespace sy_fused {
 
@@ -35,12 +36,8 @@ void rotary_row(const float* x, const float* c, const float* s, int64_t dim, boo
 
 // Where each x row of a Rotary finds its cos/sin row (rotary_kernel.cpp).
 struct RotaryBroadcast {
-  struct Axis {
-    int64_t size, cos_stride;  // cos_stride in elements (0: broadcast)
-  };
   int64_t dim = 0, rows = 0;
-  std::vector<Axis> outer;  // x's dims but the last, innermost first
-  int64_t cos_row(int64_t row) const;  // element offset into cos/sin
+  RotaryAxes outer;  // x's dims but the last; no allocation per step
 };
 RotaryBroadcast rotary_broadcast(const sy::plugin::TensorView& x, const sy::plugin::TensorView& cos_sin, bool interleaved);
 

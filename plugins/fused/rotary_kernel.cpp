@@ -53,26 +53,18 @@ RotaryBroadcast rotary_broadcast(const sy::plugin::TensorView& x, const sy::plug
   b.rows = b.dim ? x.numel() / b.dim : 0;
   // Per outer x dim: its size and the cos/sin stride (0 where broadcast).
   int64_t c_stride = width;
-  b.outer.clear();
+  if (rank - 1 > RotaryAxes::kMax) throw Error("Rotary: x has more than " + std::to_string(RotaryAxes::kMax + 1) + " dims", SY_INVALID_ARGUMENT);
   for (int d = rank - 2; d >= 0; --d) {
     const int cd = d - (rank - cs.rank());
     const int64_t xn = x.dim(d), cn = cd >= 0 ? cs.dim(cd) : 1;
     if (cn != 1 && cn != xn)
       throw Error("Rotary: cos/sin dim " + std::to_string(cd) + " is " + std::to_string(cn) + ", x's is " + std::to_string(xn),
                   SY_INVALID_ARGUMENT);
-    b.outer.push_back({xn, cn == 1 ? 0 : c_stride});
+    b.outer.size[b.outer.count] = xn;
+    b.outer.cos_stride[b.outer.count++] = cn == 1 ? 0 : c_stride;
     if (cn != 1) c_stride *= cn;
   }
   return b;
-}
-
-int64_t RotaryBroadcast::cos_row(int64_t row) const {
-  int64_t off = 0;
-  for (const Axis& a : outer) {  // innermost first
-    off += (row % a.size) * a.cos_stride;
-    row /= a.size;
-  }
-  return off;
 }
 
 void RotaryKernel::compute(sy::plugin::KernelIO& io) {
@@ -85,7 +77,7 @@ void RotaryKernel::compute(sy::plugin::KernelIO& io) {
   float* py = y.data<float>();
   auto rows = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t co = b.cos_row(r);
+      const int64_t co = b.outer.cos_row(r);
       rotary_row(px + r * b.dim, pc + co, ps + co, b.dim, interleaved_, py + r * b.dim);
     }
   };

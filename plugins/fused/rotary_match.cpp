@@ -55,12 +55,11 @@ Operand operand(const GraphRef& g, sy_node_id n, int32_t input, const char* attr
 }
 
 struct Slice {
-  sy_node_id node = -1;
   Operand start, end, axis, step;
 };
 
 Slice slice_of(const GraphRef& g, sy_node_id n) {
-  return Slice{n, operand(g, n, 1, "starts", std::nullopt), operand(g, n, 2, "ends", std::nullopt), operand(g, n, 3, "axes", int64_t{0}),
+  return Slice{operand(g, n, 1, "starts", std::nullopt), operand(g, n, 2, "ends", std::nullopt), operand(g, n, 3, "axes", int64_t{0}),
                operand(g, n, 4, "steps", int64_t{1})};
 }
 
