@@ -23,6 +23,11 @@ struct Vec {
   };
   static constexpr int64_t W = 4;
   static T load(const float* p) { return {{p[0], p[1], p[2], p[3]}}; }
+  static T load_partial(const float* p, int64_t n) {
+    T a = zero();
+    for (int64_t i = 0; i < n; ++i) a.v[i] = p[i];
+    return a;
+  }
   static void store(float* p, T a) { std::memcpy(p, a.v, sizeof a.v); }
   static T set1(float a) { return {{a, a, a, a}}; }
   static T zero() { return set1(0.f); }
@@ -30,11 +35,15 @@ struct Vec {
   static T map(T a, T b, F f) {
     return {{f(a.v[0], b.v[0]), f(a.v[1], b.v[1]), f(a.v[2], b.v[2]), f(a.v[3], b.v[3])}};
   }
+  static T add(T a, T b) { return map(a, b, [](float x, float y) { return x + y; }); }
   static T sub(T a, T b) { return map(a, b, [](float x, float y) { return x - y; }); }
   static T mul(T a, T b) { return map(a, b, [](float x, float y) { return x * y; }); }
   static T max(T a, T b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
   static T fmadd(T a, T b, T c) { return map(mul(a, b), c, [](float x, float y) { return x + y; }); }
   static float sum(T a) { return (a.v[0] + a.v[2]) + (a.v[1] + a.v[3]); }
+  static float hmax(T a) { return std::max(std::max(a.v[0], a.v[1]), std::max(a.v[2], a.v[3])); }
+  // The SIMD builds' unpack-and-add tree on four lanes: (x0 + x2) + (x1 + x3).
+  static T transpose_sum(const T* v) { return {{sum(v[0]), sum(v[1]), sum(v[2]), sum(v[3])}}; }
   static T pow2(T t) {
     T out;
     for (int i = 0; i < 4; ++i) {

@@ -121,6 +121,8 @@ std::vector<Case> cases() {
       {96, 16, 2, 150, 4, 0.f, 0, SY_DTYPE_FLOAT16},             // half-precision cache
       {64, 32, 2, 180, 4, 0.f, 0, SY_DTYPE_BFLOAT16},            // bfloat16 cache
       {24, 16, 1, 1, 1},                                         // the first token: one key
+      {8, 16, 4, 100, 6},                                        // head size below one vector (stories260K)
+      {24, 8, 2, 70, 5, 0.f, 0, SY_DTYPE_FLOAT16},               // a partial vector from a half-precision cache
   };
 }
 
