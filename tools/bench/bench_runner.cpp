@@ -287,4 +287,71 @@ nlohmann::json results_json(const std::vector<BenchResult>& results, const Slo& 
   return j;
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct RoundStats {
+  double a = 0, b = 0, ratio = 0, lo = 0, hi = 0;
+  bool has_ratio = false;
+};
+
+RoundStats round_stats(const Row& row, const std::vector<BenchResult>& a, const std::vector<BenchResult>& b) {
+  std::vector<double> va, vb, ratios;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    va.push_back(row.get(a[i]));
+    vb.push_back(row.get(b[i]));
+    if (va.back() != 0) ratios.push_back(vb.back() / va.back());
+  }
+  RoundStats st{median(va), median(vb), 0, 0, 0, !ratios.empty()};
+  if (st.has_ratio) {
+    st.ratio = median(ratios);
+    st.lo = *std::min_element(ratios.begin(), ratios.end());
+    st.hi = *std::max_element(ratios.begin(), ratios.end());
+  }
+  return st;
+}
+
+}  // namespace
+
+std::string rounds_table(const std::vector<BenchResult>& a, const std::vector<BenchResult>& b) {
+  std::ostringstream os;
+  char line[512];
+  const std::string an = a.empty() ? "A" : a[0].profile, bn = b.empty() ? "B" : b[0].profile;
+  std::snprintf(line, sizeof line, "%-28s %16s %16s %12s %17s\n", (std::to_string(std::min(a.size(), b.size())) + " rounds, medians").c_str(),
+                an.c_str(), bn.c_str(), "ratio B/A", "ratio range");
+  os << line;
+  for (const Row& row : rows()) {
+    const RoundStats st = round_stats(row, a, b);
+    std::snprintf(line, sizeof line, "%-28s %16s %16s %12s %17s\n", row.name.c_str(), fmt(row.fmt, st.a).c_str(), fmt(row.fmt, st.b).c_str(),
+                  st.has_ratio ? fmt("%.3f", st.ratio).c_str() : "-",
+                  st.has_ratio ? (fmt("%.3f", st.lo) + " - " + fmt("%.3f", st.hi)).c_str() : "-");
+    os << line;
+  }
+  return os.str();
+}
+
+nlohmann::json rounds_json(const std::vector<BenchResult>& a, const std::vector<BenchResult>& b) {
+  nlohmann::json j;
+  j["rounds"] = std::min(a.size(), b.size());
+  for (const Row& row : rows()) {
+    const RoundStats st = round_stats(row, a, b);
+    nlohmann::json m{{"median_a", st.a}, {"median_b", st.b}};
+    if (st.has_ratio) m.update({{"median_ratio", st.ratio}, {"ratio_min", st.lo}, {"ratio_max", st.hi}});
+    nlohmann::json per_a = nlohmann::json::array(), per_b = nlohmann::json::array();
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      per_a.push_back(row.get(a[i]));
+      per_b.push_back(row.get(b[i]));
+    }
+    m["a"] = per_a;
+    m["b"] = per_b;
+    j["metrics"][row.name] = m;
+  }
+  return j;
+}
+
 }  // namespace sy

@@ -57,4 +57,10 @@ std::string results_table(const std::vector<BenchResult>& results, const Slo& sl
 // The same for machines.
 nlohmann::json results_json(const std::vector<BenchResult>& results, const Slo& slo);
 
+// Several A/B rounds of one workload (a[i], b[i] ran back to back): per
+// metric the median of A, of B, and of the per-round ratios B/A with their
+// range, so a comparison holds on a machine whose speed drifts between runs.
+std::string rounds_table(const std::vector<BenchResult>& a, const std::vector<BenchResult>& b);
+nlohmann::json rounds_json(const std::vector<BenchResult>& a, const std::vector<BenchResult>& b);
+
 }  // namespace sy

@@ -132,6 +132,7 @@ int cmd_ab(const std::vector<std::string>& args) {
   WorkloadFlags wf;
   std::string profiles, out = "ab.json", html = "ab-report.html";
   bool quiet = false;
+  int rounds = 1;
   po::options_description d("ab options");
   d.add_options()("help,h", "show this help");
   mf.add(d);
@@ -139,36 +140,54 @@ int cmd_ab(const std::vector<std::string>& args) {
   d.add_options()("profiles", po::value(&profiles)->required(), "A,B: two profiles of the manifest")(
       "out", po::value(&out)->default_value("ab.json"), "JSON results")("html", po::value(&html)->default_value("ab-report.html"),
                                                                          "HTML report with plots")(
-      "quiet", po::bool_switch(&quiet), "no progress bar");
+      "quiet", po::bool_switch(&quiet), "no progress bar")(
+      "rounds", po::value(&rounds)->default_value(1),
+      "run A and B this many times, alternating (A B, B A, ...), and report medians and the per-round ratio B/A");
   auto p = parse(args, d, "usage: switchyard ab --manifest M --profiles A,B (--workload W | generator options)");
   if (p.help) return 0;
   SY_CHECK(!mf.manifest.empty(), "ab needs --manifest");
   size_t comma = profiles.find(',');
   SY_CHECK(comma != std::string::npos && comma > 0 && comma + 1 < profiles.size(), "--profiles: expected A,B, got '" << profiles << "'");
+  SY_CHECK(rounds >= 1 && rounds <= 100, "--rounds: expected 1 to 100, got " << rounds);
   std::vector<std::string> names = {profiles.substr(0, comma), profiles.substr(comma + 1)};
-  std::vector<BenchResult> rs;
+  // Rounds alternate which profile runs first (A B, B A, A B, ...), so a
+  // drift in the machine's speed falls on both sides.
+  std::vector<BenchResult> runs[2];
   Workload w;
-  for (size_t i = 0; i < 2; ++i) {
-    EngineFlags f = mf;
-    f.profile = names[i];
-    auto engine = Engine::open(f.options());  // one at a time: the other's memory is freed
-    if (i == 0) w = wf.load(static_cast<int>(engine->vocab_size()));
-    rs.push_back(run_workload(*engine, w, names[i], !quiet));
-  }
-  // Greedy requests must produce the same tokens under both profiles.
+  bool loaded = false;
+  for (int round = 0; round < rounds; ++round)
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t i = round % 2 == 0 ? k : 1 - k;
+      EngineFlags f = mf;
+      f.profile = names[i];
+      auto engine = Engine::open(f.options());  // one at a time: the other's memory is freed
+      if (!loaded) {
+        w = wf.load(static_cast<int>(engine->vocab_size()));
+        loaded = true;
+      }
+      runs[i].push_back(run_workload(*engine, w, names[i], !quiet));
+    }
+  // Greedy requests must produce the same tokens under both profiles, in every round.
   size_t greedy = 0, differ = 0;
   for (size_t i = 0; i < w.requests.size(); ++i) {
     if (w.requests[i].request.sampling.temperature > 0) continue;
     ++greedy;
-    differ += rs[0].results[i].tokens != rs[1].results[i].tokens;
+    bool same = true;
+    for (int round = 0; round < rounds; ++round)
+      same = same && runs[0][static_cast<size_t>(round)].results[i].tokens == runs[0][0].results[i].tokens &&
+             runs[1][static_cast<size_t>(round)].results[i].tokens == runs[0][0].results[i].tokens;
+    differ += !same;
   }
+  const std::vector<BenchResult> rs = {runs[0].back(), runs[1].back()};
   std::ostringstream notes;
   notes << "manifest " << mf.manifest << ", workload " << w.name << " (" << w.requests.size() << " requests"
         << (w.max_concurrency > 0 ? ", at most " + std::to_string(w.max_concurrency) + " in flight" : std::string()) << ")\n"
         << "A = " << names[0] << ", B = " << names[1] << "\n"
         << "greedy outputs agree: " << (differ == 0 ? "yes" : "NO") << " (" << greedy - differ << " of " << greedy << " requests identical)";
   std::cout << notes.str() << "\n" << results_table(rs, w.slo);
+  if (rounds > 1) std::cout << "(the table above is the last round)\n\n" << rounds_table(runs[0], runs[1]);
   auto j = results_json(rs, w.slo);
+  if (rounds > 1) j["rounds"] = rounds_json(runs[0], runs[1]);
   j["workload"] = w.name;
   j["max_concurrency"] = w.max_concurrency;
   j["outputs_agree"] = differ == 0;
@@ -177,7 +196,9 @@ int cmd_ab(const std::vector<std::string>& args) {
   write_json(out, j);
   write_html_report(html, "switchyard ab: " + names[0] + " vs " + names[1], rs, w.slo, notes.str());
   std::cout << "wrote " << out << " and " << html << "\n";
-  const int failed = std::max(report_failures(rs[0], names[0]), report_failures(rs[1], names[1]));
+  int failed = 0;
+  for (size_t i = 0; i < 2; ++i)
+    for (const BenchResult& r : runs[i]) failed = std::max(failed, report_failures(r, names[i]));
   if (failed) return failed;
   return differ == 0 ? 0 : 3;
 }
