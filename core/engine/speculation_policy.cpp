@@ -71,8 +71,10 @@ double SpeculationPolicy::acceptance(uint64_t seq) const {
 }
 
 void SpeculationPolicy::record_drafting(int32_t proposed, double ms) {
-  if (proposed <= 0) return;
-  const double per = ms / proposed;
+  // A proposal of nothing (a lookup that found no match) took its time all
+  // the same: counted as one token.
+  if (!(ms >= 0)) return;
+  const double per = ms / std::max(proposed, 1);
   draft_ms_per_token_ = draft_cost_known_ ? smooth(draft_ms_per_token_, per) : per;
   draft_cost_known_ = true;
 }
@@ -83,6 +85,16 @@ void SpeculationPolicy::record_verification(uint64_t seq, int32_t proposed, int3
     c->accepted = kAcceptDecay * c->accepted + accepted;
     c->rejected = kAcceptDecay * c->rejected + (accepted < proposed ? 1 : 0);
   }
+}
+
+void SpeculationPolicy::explore_one(const std::vector<uint64_t>& seqs, std::vector<int32_t>& k) const {
+  // The sequence with the best acceptance among those that drafted before
+  // (a drafter has their context already: one more token costs one token);
+  // none while no sequence of the step has drafted.
+  size_t pick = seqs.size();
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (k[i] < max_k_ && seqs_.count(seqs[i]) && (pick == seqs.size() || acceptance(seqs[i]) > acceptance(seqs[pick]))) pick = i;
+  if (pick < seqs.size()) ++k[pick];
 }
 
 std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget) {
@@ -109,17 +121,27 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
   const double plain_rate = static_cast<double>(seqs.size()) / plain_ms;
   int32_t drafted = 0;
   const bool explore = ++decisions_ % kExploreEvery == 0;
-  while (drafted < budget) {
-    size_t best = seqs.size();
+  // Until the drafter's time is measured (from a sequence's second proposal:
+  // a first one also catches a draft model up on the whole context), one
+  // sequence drafts, one that drafted before if any: a large batch would
+  // otherwise pay every sequence's catch-up before learning that drafting
+  // does not pay there.
+  const size_t none = seqs.size();
+  size_t only = none;
+  if (!draft_cost_known_)
     for (size_t i = 0; i < seqs.size(); ++i)
-      if (k[i] < max_k_ && (best == seqs.size() || next_gain[i] > next_gain[best])) best = i;
-    if (best == seqs.size()) break;
+      if (seqs_.count(seqs[i]) && (only == none || next_gain[i] > next_gain[only])) only = i;
+  while (drafted < budget) {
+    size_t best = none;
+    for (size_t i = 0; i < seqs.size(); ++i)
+      if (k[i] < max_k_ && (only == none || i == only) && (best == none || next_gain[i] > next_gain[best])) best = i;
+    if (best == none) break;
     const double new_ms = cost_.estimate(base_tokens + drafted + 1) + (drafted + 1) * draft_ms_per_token_;
     const double new_tokens = tokens + next_gain[best];
     const double marginal_ms = new_ms - ms;
     const bool pays = marginal_ms <= 0 || next_gain[best] / marginal_ms > std::max(tokens / ms, plain_rate);
     if (!pays) {
-      if (explore) ++k[best];
+      if (explore) explore_one(seqs, k);
       break;
     }
     tokens = new_tokens;
@@ -127,6 +149,7 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
     ++k[best];
     ++drafted;
     next_gain[best] *= a[best];
+    if (!draft_cost_known_) only = best;
   }
   return k;
 }

@@ -14,8 +14,9 @@
 //    token (a draft model's forwards; a lookup drafter's is near zero).
 // Draft tokens are added one at a time, best expected gain first, while each
 // yields more tokens per millisecond than the step so far and than the same
-// sequences decoding without drafts; now and then one more, to keep the
-// estimate that stopped them measured.
+// sequences decoding without drafts; now and then one more (to a sequence
+// that drafted before), to keep the estimate that stopped them measured.
+// Until the drafter's own time is measured, only one sequence drafts.
 #pragma once
 #include <cstdint>
 #include <unordered_map>
@@ -58,6 +59,8 @@ class SpeculationPolicy {
   std::vector<int32_t> draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget);
 
   void record_step(int32_t tokens, double ms) { cost_.record(tokens, ms); }
+  // One proposal's time (not a sequence's first: that one also brings a
+  // draft model up to date with the context).
   void record_drafting(int32_t proposed, double ms);
   void record_verification(uint64_t seq, int32_t proposed, int32_t accepted);
   void forget(uint64_t seq) { seqs_.erase(seq); }
@@ -73,6 +76,8 @@ class SpeculationPolicy {
     double accepted = 0, rejected = 0;
   };
   static double rate(const Counts& c, double prior_rate = 0.7, double prior_weight = 1.0);
+  // One draft token beyond the estimates, to a sequence that drafted before.
+  void explore_one(const std::vector<uint64_t>& seqs, std::vector<int32_t>& k) const;
   int32_t max_k_;
   bool adaptive_;
   StepCostModel cost_;

@@ -5,6 +5,7 @@
 // sequence's acceptance, and does not trust a size's first (warm-up) time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 
@@ -108,13 +109,30 @@ TEST(SpeculationPolicy, CountsTheDrafterTime) {
   std::vector<uint64_t> seqs(16);
   std::iota(seqs.begin(), seqs.end(), 1);
   for (uint64_t s : seqs) accept_all(p, s, 5);
-  EXPECT_EQ(total(p.draft_lengths(seqs, 16, 500)), 64);  // drafting looks free until its time is known
+  // Drafting looks free until its time is known, but only one sequence
+  // tries it: a first proposal catches a draft model up on the whole context.
+  const auto first = p.draft_lengths(seqs, 16, 500);
+  EXPECT_EQ(total(first), 4);
+  EXPECT_EQ(std::count(first.begin(), first.end(), 0), 15);
   p.record_drafting(4, 17.6);  // 4.4 ms per draft token
   EXPECT_EQ(total(p.draft_lengths(seqs, 16, 500)), 0);
   // Nor in a step slowed by a prefill chunk: its drafts would still take
   // time the batch could decode in.
   EXPECT_EQ(total(p.draft_lengths(seqs, 300, 500)), 0);
   EXPECT_EQ(p.draft_lengths({1}, 1, 500), std::vector<int32_t>{4});
+}
+
+// A lookup drafter that found nothing measured its (near-zero) time all the
+// same: every sequence may draft from the next step on.
+TEST(SpeculationPolicy, AnEmptyProposalMeasuresTheDrafter) {
+  SpeculationPolicy p(4, true);
+  learn(p, memory_bound);
+  std::vector<uint64_t> seqs{1, 2, 3};
+  const auto before = p.draft_lengths(seqs, 3, 500);
+  EXPECT_EQ(std::count(before.begin(), before.end(), 0), 2);  // one sequence tries
+  p.record_drafting(0, 0.01);
+  const auto k = p.draft_lengths(seqs, 3, 500);
+  EXPECT_EQ(std::count(k.begin(), k.end(), 0), 0);
 }
 
 TEST(SpeculationPolicy, StaysWithinTheBudgetAndMaxK) {
@@ -134,8 +152,16 @@ TEST(SpeculationPolicy, ExploresOneTokenBeyondItsEstimateNowAndThen) {
   learn(p, [](int32_t t) { return 1.0 * t; }, 64);  // every token costs the same: drafting never pays
   for (int i = 0; i < 10; ++i) p.record_verification(1, 4, 0);
   int drafted = 0, decisions = 64;
-  for (int i = 0; i < decisions; ++i) drafted += total(p.draft_lengths({1, 2, 3, 4}, 4, 100));
+  for (int i = 0; i < decisions; ++i) {
+    const auto k = p.draft_lengths({1, 2, 3, 4}, 4, 100);
+    drafted += total(k);
+    EXPECT_EQ(total(k), k[0]);  // to the sequence that drafted before (its drafter is caught up)
+  }
   EXPECT_EQ(drafted, 2);  // one token every 32 decisions
+  // No sequence of the step has drafted: nothing to explore with cheaply.
+  drafted = 0;
+  for (int i = 0; i < decisions; ++i) drafted += total(p.draft_lengths({7, 8, 9}, 3, 100));
+  EXPECT_EQ(drafted, 0);
 }
 
 TEST(SpeculationPolicy, TheCostModelDistrustsWarmUpAndInterpolates) {
