@@ -2,6 +2,7 @@
 // model through a manifest; the HTML report rendered by headless Chromium.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -87,6 +88,33 @@ TEST_F(SynthFixture, AbComparesProfilesAndTheReportRendersInChromium) {
   std::ifstream shot(png, std::ios::binary | std::ios::ate);
   ASSERT_TRUE(shot.good());
   EXPECT_GT(static_cast<long>(shot.tellg()), 20000);  // a real page, not a blank one
+}
+
+TEST_F(SynthFixture, AbRoundsAlternateAndReportMedians) {
+  std::string out = (dir.path / "ab.json").string(), html = (dir.path / "ab.html").string();
+  auto r = sh(env + SWITCHYARD_CLI + " ab --manifest " + SY_SYNTH_MANIFEST +
+              " --profiles static,continuous --rounds 3 --requests 8 --arrival burst --input-len 8:48 --output-len 4:12 --quiet --out " + out +
+              " --html " + html);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("greedy outputs agree: yes (8 of 8 requests identical)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 rounds, medians"), std::string::npos) << r.out;
+  auto j = test::read_json(out);
+  ASSERT_EQ(j["rounds"]["rounds"], 3);
+  const auto& d = j["rounds"]["metrics"]["duration s"];
+  ASSERT_EQ(d["a"].size(), 3u);
+  ASSERT_EQ(d["b"].size(), 3u);
+  // The median ratio is one of the rounds' ratios (3 rounds), within their range.
+  const double ratio = d["median_ratio"].get<double>();
+  EXPECT_LE(d["ratio_min"].get<double>(), ratio);
+  EXPECT_GE(d["ratio_max"].get<double>(), ratio);
+  bool one_of_them = false;
+  for (size_t i = 0; i < 3; ++i)
+    one_of_them = one_of_them || std::abs(d["b"][i].get<double>() / d["a"][i].get<double>() - ratio) < 1e-12;
+  EXPECT_TRUE(one_of_them) << d.dump();
+  EXPECT_EQ(j["rounds"]["metrics"]["completed requests"]["median_b"], 8);
+  auto bad = sh(env + SWITCHYARD_CLI + " ab --manifest " + SY_SYNTH_MANIFEST + " --profiles static,continuous --rounds 0 --requests 2");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("--rounds"), std::string::npos) << bad.out;
 }
 
 }  // namespace
