@@ -209,6 +209,13 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
                     "pass '" << pass << "' refused: the rewritten graph fails on the probe case '" << c.name << "': " << e.what());
     }
     ++rep.cases;
+    // The original with its replaced values fed from outside (the rewritten
+    // ones, or its own moved by a few ulps): how much its logits move.
+    if (!pairs.empty() && !run_mixed) {
+      std::vector<ValueId> fed = fb.ids;
+      for (const auto& pr : pairs) fed.push_back(pr.first);
+      run_mixed = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fed, std::vector<ValueId>{logits_before});
+    }
     // 1. Each replaced region, fed the original's own boundary values (one row).
     if (c.batch() == 1 && !pairs.empty()) {
       if (!run_region) run_region = std::make_unique<SubgraphRunner>(after, *env.registry, env.threads, boundary, want_region);
@@ -219,11 +226,6 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
       } catch (const std::exception& e) {
         SY_THROW_KIND(ErrorKind::PluginFailure,
                       "pass '" << pass << "' refused: a rewritten region fails on the probe case '" << c.name << "': " << e.what());
-      }
-      if (!run_mixed) {
-        std::vector<ValueId> fed = fb.ids;
-        for (const auto& pr : pairs) fed.push_back(pr.first);
-        run_mixed = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fed, std::vector<ValueId>{logits_before});
       }
       std::vector<Tensor> mixed_feeds = fb.tensors;
       mixed_feeds.insert(mixed_feeds.end(), r.begin(), r.end());
@@ -246,11 +248,6 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
     // difference, on this case itself (a padded batch can turn one into a
     // code step of a quantized activation where the single rows did not).
     if (!pairs.empty()) {
-      if (!run_mixed) {
-        std::vector<ValueId> fed = fb.ids;
-        for (const auto& pr : pairs) fed.push_back(pr.first);
-        run_mixed = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fed, std::vector<ValueId>{logits_before});
-      }
       // The original with its own replaced values moved by a few ulps: how
       // far the layers after them amplify a last-bit difference there, where
       // a rewrite's differences start (a prefill has no float input for the

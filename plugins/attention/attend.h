@@ -11,14 +11,15 @@
 // Every row's result depends only on its own query, its own key range and
 // the key positions, never on the other rows of the tile or the tile's size:
 // the same query attends to the same bits alone, batched or drafted. (Keys
-// are taken in chunks that end at multiples of the block size and of
-// kChunkKeys, positions that do not move with batching.)
+// are taken in chunks of kChunkKeys positions starting at multiples of
+// kChunkKeys, whatever the block size: a key's lane is its position mod
+// kChunkKeys, which does not move with batching.)
 #pragma once
 #include <cstdint>
 
 namespace sy_attention {
 
-// Keys per online-softmax chunk (at most; chunks also end at block ends).
+// Keys per online-softmax chunk (a multiple of every build's vector width).
 constexpr int64_t kChunkKeys = 32;
 
 struct AttendTile {

@@ -23,6 +23,10 @@ struct SynthFixture : ::testing::Test {
     ASSERT_EQ(sh(std::string(SWITCHYARD_CLI) + " synth --preset tiny --out " + model).status, 0);
     env = "SYNTH_MODEL=" + model + " SWITCHYARD_PLUGIN_DIR=" + SY_PLUGIN_DIR + " ";
   }
+  // `switchyard COMMAND --manifest <the synth manifest> ARGS` on the tiny model.
+  test::ShellResult cli(const std::string& command, const std::string& args) {
+    return sh(env + SWITCHYARD_CLI + " " + command + " --manifest " + SY_SYNTH_MANIFEST + " " + args);
+  }
 };
 
 TEST(Workload, GeneratedIsDeterministicAndSharesPrefixes) {
@@ -51,8 +55,7 @@ TEST_F(SynthFixture, BenchReplaysATraceAndWritesJson) {
                                           << "{\"arrival_s\": 0.05, \"prompt_ids\": [1, 5, 6, 7], \"output_len\": 8}\n"
                                           << "\n{\"arrival_s\": 0.01, \"input_len\": 64, \"output_len\": 3}\n";
   std::string out = (dir.path / "bench.json").string();
-  auto r = sh(env + SWITCHYARD_CLI + " bench --manifest " + SY_SYNTH_MANIFEST + " --profile continuous --workload " +
-              (dir.path / "trace.jsonl").string() + " --out " + out + " --quiet");
+  auto r = cli("bench", "--profile continuous --workload " + (dir.path / "trace.jsonl").string() + " --out " + out + " --quiet");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("TTFT ms p99"), std::string::npos) << r.out;
   auto j = test::read_json(out);
@@ -61,16 +64,15 @@ TEST_F(SynthFixture, BenchReplaysATraceAndWritesJson) {
   EXPECT_GT(m["output throughput tok/s"].get<double>(), 0);
   EXPECT_GT(m["MBU"].get<double>(), 0);
   EXPECT_EQ(j["profiles"][0]["requests"][1]["output_tokens"], 3);  // sorted by arrival
-  auto bad = sh(env + SWITCHYARD_CLI + " bench --manifest " + SY_SYNTH_MANIFEST + " --profile continuous --workload /nonexistent.jsonl");
+  auto bad = cli("bench", "--profile continuous --workload /nonexistent.jsonl");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("cannot open the workload"), std::string::npos) << bad.out;
 }
 
 TEST_F(SynthFixture, AbComparesProfilesAndTheReportRendersInChromium) {
   std::string out = (dir.path / "ab.json").string(), html = (dir.path / "ab.html").string();
-  auto r = sh(env + SWITCHYARD_CLI + " ab --manifest " + SY_SYNTH_MANIFEST +
-              " --profiles static,continuous --requests 16 --arrival burst --input-len 8:96 --output-len 4:24 --quiet --out " + out +
-              " --html " + html);
+  auto r = cli("ab", "--profiles static,continuous --requests 16 --arrival burst --input-len 8:96 --output-len 4:24 --quiet --out " + out +
+                         " --html " + html);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("greedy outputs agree: yes (16 of 16 requests identical)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ratio B/A"), std::string::npos);
@@ -92,9 +94,8 @@ TEST_F(SynthFixture, AbComparesProfilesAndTheReportRendersInChromium) {
 
 TEST_F(SynthFixture, AbRoundsAlternateAndReportMedians) {
   std::string out = (dir.path / "ab.json").string(), html = (dir.path / "ab.html").string();
-  auto r = sh(env + SWITCHYARD_CLI + " ab --manifest " + SY_SYNTH_MANIFEST +
-              " --profiles static,continuous --rounds 3 --requests 8 --arrival burst --input-len 8:48 --output-len 4:12 --quiet --out " + out +
-              " --html " + html);
+  auto r = cli("ab", "--profiles static,continuous --rounds 3 --requests 8 --arrival burst --input-len 8:48 --output-len 4:12 --quiet --out " +
+                         out + " --html " + html);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("greedy outputs agree: yes (8 of 8 requests identical)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("3 rounds, medians"), std::string::npos) << r.out;
@@ -112,7 +113,7 @@ TEST_F(SynthFixture, AbRoundsAlternateAndReportMedians) {
     one_of_them = one_of_them || std::abs(d["b"][i].get<double>() / d["a"][i].get<double>() - ratio) < 1e-12;
   EXPECT_TRUE(one_of_them) << d.dump();
   EXPECT_EQ(j["rounds"]["metrics"]["completed requests"]["median_b"], 8);
-  auto bad = sh(env + SWITCHYARD_CLI + " ab --manifest " + SY_SYNTH_MANIFEST + " --profiles static,continuous --rounds 0 --requests 2");
+  auto bad = cli("ab", "--profiles static,continuous --rounds 0 --requests 2");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.out.find("--rounds"), std::string::npos) << bad.out;
 }

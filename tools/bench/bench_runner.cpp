@@ -295,19 +295,25 @@ double median(std::vector<double> v) {
   return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// One metric over the rounds: each round's values, their medians, and the
+// median and range of the rounds' ratios B/A (rounds where A is 0 have none).
 struct RoundStats {
+  std::vector<double> va, vb;
   double a = 0, b = 0, ratio = 0, lo = 0, hi = 0;
   bool has_ratio = false;
 };
 
 RoundStats round_stats(const Row& row, const std::vector<BenchResult>& a, const std::vector<BenchResult>& b) {
-  std::vector<double> va, vb, ratios;
+  RoundStats st;
+  std::vector<double> ratios;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    va.push_back(row.get(a[i]));
-    vb.push_back(row.get(b[i]));
-    if (va.back() != 0) ratios.push_back(vb.back() / va.back());
+    st.va.push_back(row.get(a[i]));
+    st.vb.push_back(row.get(b[i]));
+    if (st.va.back() != 0) ratios.push_back(st.vb.back() / st.va.back());
   }
-  RoundStats st{median(va), median(vb), 0, 0, 0, !ratios.empty()};
+  st.a = median(st.va);
+  st.b = median(st.vb);
+  st.has_ratio = !ratios.empty();
   if (st.has_ratio) {
     st.ratio = median(ratios);
     st.lo = *std::min_element(ratios.begin(), ratios.end());
@@ -342,13 +348,8 @@ nlohmann::json rounds_json(const std::vector<BenchResult>& a, const std::vector<
     const RoundStats st = round_stats(row, a, b);
     nlohmann::json m{{"median_a", st.a}, {"median_b", st.b}};
     if (st.has_ratio) m.update({{"median_ratio", st.ratio}, {"ratio_min", st.lo}, {"ratio_max", st.hi}});
-    nlohmann::json per_a = nlohmann::json::array(), per_b = nlohmann::json::array();
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      per_a.push_back(row.get(a[i]));
-      per_b.push_back(row.get(b[i]));
-    }
-    m["a"] = per_a;
-    m["b"] = per_b;
+    m["a"] = st.va;
+    m["b"] = st.vb;
     j["metrics"][row.name] = m;
   }
   return j;

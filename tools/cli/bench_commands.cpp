@@ -183,9 +183,10 @@ int cmd_ab(const std::vector<std::string>& args) {
   notes << "manifest " << mf.manifest << ", workload " << w.name << " (" << w.requests.size() << " requests"
         << (w.max_concurrency > 0 ? ", at most " + std::to_string(w.max_concurrency) + " in flight" : std::string()) << ")\n"
         << "A = " << names[0] << ", B = " << names[1] << "\n"
-        << "greedy outputs agree: " << (differ == 0 ? "yes" : "NO") << " (" << greedy - differ << " of " << greedy << " requests identical)";
+        << "greedy outputs agree: " << (differ == 0 ? "yes" : "NO") << " (" << greedy - differ << " of " << greedy << " requests identical)"
+        << (rounds > 1 ? " in each of " + std::to_string(rounds) + " rounds; the figures and plots below are the last round's" : std::string());
   std::cout << notes.str() << "\n" << results_table(rs, w.slo);
-  if (rounds > 1) std::cout << "(the table above is the last round)\n\n" << rounds_table(runs[0], runs[1]);
+  if (rounds > 1) std::cout << "\n" << rounds_table(runs[0], runs[1]);
   auto j = results_json(rs, w.slo);
   if (rounds > 1) j["rounds"] = rounds_json(runs[0], runs[1]);
   j["workload"] = w.name;
