@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench and llama-quantize for the peer benchmark
-# (benchmarks/peer/peer_bench.py), from the llama.cpp sources PyPI's
+# Builds llama.cpp's llama-bench, llama-quantize, llama-tokenize and
+# llama-perplexity for the peer benchmarks (benchmarks/peer/peer_bench.py,
+# benchmarks/gguf) and the GGUF references (tests/tools), from the llama.cpp sources PyPI's
 # llama-cpp-python source package carries, natively for this CPU (as its
 # users build it). Prints the folder holding the two programs.
 #   scripts/build-llama-cpp.sh [build-dir]     (default /tmp/llama-build)
 set -euo pipefail
 BUILD="${1:-/tmp/llama-build}"
 SRC="$BUILD-src"
-if [ ! -x "$BUILD/bin/llama-bench" ] || [ ! -x "$BUILD/bin/llama-quantize" ]; then
+TARGETS="llama-bench llama-quantize llama-tokenize llama-perplexity"
+missing=0
+for t in $TARGETS; do [ -x "$BUILD/bin/$t" ] || missing=1; done
+if [ "$missing" = 1 ]; then
   mkdir -p "$SRC"
   if [ ! -d "$SRC/llama.cpp" ]; then
     pip download --no-deps --no-binary :all: llama-cpp-python -d "$SRC" >&2
@@ -16,6 +20,6 @@ if [ ! -x "$BUILD/bin/llama-bench" ] || [ ! -x "$BUILD/bin/llama-quantize" ]; th
   fi
   cmake -S "$SRC/llama.cpp" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
-  cmake --build "$BUILD" -j"${JOBS:-2}" --target llama-bench llama-quantize >&2
+  cmake --build "$BUILD" -j"${JOBS:-2}" --target $TARGETS >&2
 fi
 echo "$BUILD/bin"

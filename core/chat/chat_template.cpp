@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "gguf/gguf_file.h"
+#include "tokenizer/gguf_vocab.h"
 
 namespace sy {
 
@@ -86,6 +88,16 @@ ChatTemplate ChatTemplate::from_source(const std::string& source, const std::str
 }
 
 std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec) && gguf::File::is_gguf(path)) {
+    // A GGUF file carries its template (tokenizer.chat_template) and tokens.
+    const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
+    if (!g.chat_template) return std::nullopt;
+    OrderedJson special = OrderedJson::object();
+    if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
+    if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
+    return from_source(*g.chat_template, path + " (tokenizer.chat_template)", special);
+  }
   fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
   OrderedJson special = OrderedJson::object();
   std::string main, tool_use, origin;

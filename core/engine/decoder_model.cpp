@@ -9,7 +9,13 @@ namespace sy {
 std::unique_ptr<Executor> prepare_executor(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
                                            const ModelOptions& options, const std::vector<GraphPass*>& passes,
                                            PreparedGraphReport* report) {
-  auto graph = std::make_shared<Graph>(import_onnx_file(path, options.import));
+  // One door for both formats: a GGUF file becomes the ONNX graph an
+  // exporter would have written (graph/gguf_model.h).
+  GgufModelSummary gguf;
+  const bool is_gguf = is_gguf_file(path);
+  auto graph = std::make_shared<Graph>(is_gguf ? import_gguf_file(path, options.import, options.gguf, &gguf)
+                                               : import_onnx_file(path, options.import));
+  if (report && is_gguf) report->gguf = gguf;
   PassContext pctx{registry, threads, {}};
   if (report) {
     report->imported_nodes = graph->live_node_count();

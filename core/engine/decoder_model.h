@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/model_io.h"
+#include "graph/gguf_model.h"
 #include "graph/onnx_import.h"
 #include "passes/equivalence_probe.h"
 #include "passes/pass.h"
@@ -20,6 +21,7 @@ struct ModelOptions {
   int64_t max_context = 0;  // 0: the model's metadata, else 4096
   ExecutorOptions executor;
   ImportOptions import;
+  GgufModelOptions gguf;  // a GGUF model file (graph/gguf_model.h)
 };
 
 // Graph-rewrite passes run between import and planning, in order. The
@@ -34,6 +36,7 @@ struct PreparedGraphReport {
   int64_t weight_bytes = 0;
   std::vector<std::pair<std::string, std::map<std::string, int>>> op_counts_after;  // (stage, counts)
   std::vector<ProbeReport> probes;  // the equivalence probe of each plugin pass that changed the graph
+  std::optional<GgufModelSummary> gguf;  // a GGUF model: what became of its tensors
 };
 
 // Import, simplify, run the passes, simplify again, plan: the graph as the

@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/gguf_model.h"
+#include "tokenizer/gguf_vocab.h"
+
 namespace sy {
 
 namespace fs = std::filesystem;
@@ -162,6 +165,14 @@ static std::optional<int> tokenizer_config_eos_id(const fs::path& dir) {
 
 std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai) {
   if (genai && !genai->eos_ids.empty()) return genai->eos_ids;
+  if (is_gguf_file(model_file)) {
+    // The file's end-of-generation tokens: eos, and end-of-turn/-message.
+    const GgufTokenizerConfig& t = gguf_tokenizer_for(model_file);
+    std::vector<int> ids;
+    for (const auto& id : {t.eos_id, t.eot_id, t.eom_id})
+      if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+    if (!ids.empty()) return ids;
+  }
   const fs::path dir = fs::path(model_file).parent_path();
   for (const char* name : {"generation_config.json", "config.json"}) {
     fs::path p = dir / name;
@@ -184,6 +195,7 @@ std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig*
 
 SamplingDefaults model_sampling_defaults(const std::string& model) {
   SamplingDefaults d;
+  if (is_gguf_file(model)) return d;  // GGUF carries no sampling defaults
   const fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
   for (const char* name : {"generation_config.json", "genai_config.json"}) {
     const fs::path p = dir / name;
@@ -223,11 +235,15 @@ std::string resolve_model_file(const std::string& path) {
   if (!fs::is_directory(path)) return path;
   if (auto cfg = read_genai_config(path); cfg && !cfg->filename.empty()) return (fs::path(path) / cfg->filename).string();
   if (fs::exists(fs::path(path) / "model.onnx")) return (fs::path(path) / "model.onnx").string();
-  std::vector<std::string> found;
-  for (const auto& e : fs::directory_iterator(path))
+  std::vector<std::string> found, gguf;
+  for (const auto& e : fs::directory_iterator(path)) {
     if (e.path().extension() == ".onnx") found.push_back(e.path().string());
-  SY_CHECK(found.size() == 1, path << ": a model folder needs model.onnx, one *.onnx file, or genai_config.json naming it ("
-                                   << found.size() << " .onnx files found)");
+    if (e.path().extension() == ".gguf") gguf.push_back(e.path().string());
+  }
+  if (found.empty() && gguf.size() == 1) return gguf[0];
+  SY_CHECK(found.size() == 1, path << ": a model folder needs model.onnx, one *.onnx file, genai_config.json naming it, or one "
+                                      "*.gguf file ("
+                                   << found.size() << " .onnx and " << gguf.size() << " .gguf files found)");
   return found[0];
 }
 

@@ -32,7 +32,8 @@ std::optional<GenaiConfig> read_genai_config(const std::string& dir);
 SamplingDefaults model_sampling_defaults(const std::string& model);
 
 // The ONNX file of a model argument: the file itself, or inside a folder the
-// one genai_config.json names, model.onnx, or the only *.onnx file.
+// one genai_config.json names, model.onnx, the only *.onnx file, or the
+// only *.gguf file of a folder without ONNX files.
 std::string resolve_model_file(const std::string& path);
 
 // End-of-sequence ids: genai_config.json, else generation_config.json, else

@@ -143,6 +143,7 @@ void Session::prepare_model() {
   mo.import.max_file_bytes = config_.limits.max_model_bytes;
   mo.import.max_tensors = config_.limits.max_tensors;
   mo.import.max_graph_depth = config_.limits.max_graph_depth;
+  mo.gguf.dequantize = config_.gguf_dequantize;
   model_ = DecoderModel::load(config_.model, kernels_, threads_.get(), mo, pass_ptrs, &report_);
 }
 

@@ -1,12 +1,16 @@
 #include "facade/engine.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "device/device_registry.h"
 #include "engine/model_io.h"
 #include "engine/session.h"
+#include "graph/gguf_model.h"
 #include "graph/onnx_export.h"
+#include "tokenizer/gguf_vocab.h"
 #include "switchyard/plugin.h"
 #ifdef SWITCHYARD_HAS_CUDA
 #include "device/cuda/cuda_backend.h"
@@ -29,6 +33,7 @@ EngineConfig resolve(const EngineOptions& o) {
     cfg.device = o.device;
   }
   if (o.max_context > 0) cfg.max_context = o.max_context;
+  if (o.gguf_dequantize) cfg.gguf_dequantize = true;
   for (const std::string& name : o.without_passes) {
     auto& passes = cfg.passes;
     const size_t before = passes.size();
@@ -158,6 +163,14 @@ nlohmann::json Engine::describe() const {
   for (ValueId id : g.inputs) j["inputs"].push_back(value(id, g.values[static_cast<size_t>(id)].name));
   for (const auto& o : g.outputs) j["outputs"].push_back(value(o.value, o.name));
   j["opsets"] = g.opsets;
+  if (rep.gguf)
+    j["gguf"] = {{"architecture", rep.gguf->architecture},
+                 {"stored_types", rep.gguf->stored_types},
+                 {"kept_quantized", rep.gguf->kept_quantized},
+                 {"dequantized", rep.gguf->dequantized},
+                 {"note", rep.gguf->kept_quantized > 0 ? "Q8_0/Q4_0/Q4_1 matrices run as MatMulNBits on their own blocks; other "
+                                                         "types and the embedding table are float32"
+                                                       : "every weight dequantized to float32"}};
   j["parameters"] = rep.parameters;
   j["parameter_bytes"] = rep.parameter_bytes;
   j["weight_bytes"] = rep.weight_bytes;
@@ -235,6 +248,39 @@ nlohmann::json probe_devices(bool measure_copy_bandwidth) {
     list.push_back(j);
   }
   out["devices"] = list;
+  return out;
+}
+
+nlohmann::json convert_gguf(const std::string& gguf_path, const std::string& out_dir, bool dequantize) {
+  namespace fs = std::filesystem;
+  SY_CHECK(is_gguf_file(gguf_path), gguf_path << ": not a GGUF file");
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  SY_CHECK(fs::is_directory(out_dir), out_dir << ": cannot create the folder" << (ec ? ": " + ec.message() : ""));
+  const fs::path dir(out_dir);
+  GgufModelOptions options;
+  options.dequantize = dequantize;
+  const GgufModelSummary s = write_gguf_as_onnx(gguf_path, (dir / "model.onnx").string(), options);
+  const GgufTokenizerConfig& t = gguf_tokenizer_for(gguf_path);
+  auto write = [&](const char* name, const nlohmann::ordered_json& j) {
+    std::ofstream out(dir / name);
+    out << j.dump(2) << "\n";
+    SY_CHECK(out.good(), (dir / name).string() << ": writing failed");
+  };
+  nlohmann::ordered_json config = s.config;
+  nlohmann::ordered_json gen;
+  if (t.bos_id) config["bos_token_id"] = gen["bos_token_id"] = *t.bos_id;
+  std::vector<int> eos = model_eos_ids(gguf_path, nullptr);
+  config["eos_token_id"] = eos.size() == 1 ? nlohmann::ordered_json(eos[0]) : nlohmann::ordered_json(eos);
+  gen["eos_token_id"] = config["eos_token_id"];
+  write("config.json", config);
+  write("generation_config.json", gen);
+  write("tokenizer.json", t.tokenizer_json);
+  write("tokenizer_config.json", t.tokenizer_config());
+  nlohmann::json out{{"architecture", s.architecture}, {"stored_types", s.stored_types}, {"kept_quantized", s.kept_quantized},
+                     {"dequantized", s.dequantized}};
+  for (const char* f : {"model.onnx", "model.onnx.data", "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"})
+    out["files"].push_back((dir / f).string());
   return out;
 }
 

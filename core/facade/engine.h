@@ -42,6 +42,8 @@ struct EngineOptions {
   std::vector<std::string> without_passes;
   // The prepared graph only: no scheduler and no drafter (optimize).
   bool graph_only = false;
+  // A GGUF model's weights all as float32 (graph/gguf_model.h).
+  bool gguf_dequantize = false;
 };
 
 // Throws sy::Error naming a malformed device spec (before anything loads).
@@ -117,5 +119,12 @@ class Engine {
 // "cuda_devices", "cuda_unavailable"?, "devices": [{"device",
 // "description", "peak_bandwidth_gbs"?, "copy_bandwidth_gbs"?}]}.
 nlohmann::json probe_devices(bool measure_copy_bandwidth);
+
+// switchyard convert: a GGUF file as the model folder transformers and
+// onnxruntime read: model.onnx (+ model.onnx.data), config.json,
+// generation_config.json, tokenizer.json, tokenizer_config.json (with the
+// chat template). Returns what was written and what became of the tensors:
+// {"files": [...], "architecture", "stored_types", "kept_quantized", "dequantized"}.
+nlohmann::json convert_gguf(const std::string& gguf_path, const std::string& out_dir, bool dequantize);
 
 }  // namespace sy

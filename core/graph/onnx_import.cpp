@@ -1,5 +1,7 @@
 #include "graph/onnx_import.h"
 
+#include "graph/onnx_import_proto.h"
+
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -239,11 +241,16 @@ void check_known_ops(const Ctx& ctx, const onnx::ModelProto& m) {
 
 Graph import_onnx_bytes(const std::string& bytes, const std::string& model_dir, const std::string& label,
                         const ImportOptions& options) {
-  Ctx ctx{label, model_dir.empty() ? fs::current_path() : fs::path(model_dir)};
   onnx::ModelProto model;
   SY_CHECK(!bytes.empty(), label << ": the file is empty");
   SY_CHECK(model.ParseFromString(bytes),
            label << ": not a valid ONNX model (protobuf parsing failed: the file is truncated or corrupt)");
+  return import_onnx_model(model, model_dir, label, options);
+}
+
+Graph import_onnx_model(onnx::ModelProto& model, const std::string& model_dir, const std::string& label,
+                        const ImportOptions& options) {
+  Ctx ctx{label, model_dir.empty() ? fs::current_path() : fs::path(model_dir)};
   SY_CHECK(model.has_graph(), label << ": the model has no graph");
   // A model newer than the ONNX library this engine was built with cannot be
   // judged by its schemas (ops and signatures changed since); such a model is

@@ -72,6 +72,9 @@ struct EngineConfig {
   int max_batch_tokens = 512;  // step engine: tokens per forward pass
   int max_seqs = 64;           // step engine: sequences per forward pass
   bool simplify = true;
+  // A GGUF model: every weight as float32 (transformers' view of the file)
+  // instead of keeping Q8_0/Q4_0/Q4_1 blocks quantized.
+  bool gguf_dequantize = false;
   // The top level's `unfused_fallback: true`: when its passes or cache
   // manager cannot take the model (a pass refuses it, attention does not
   // fuse), the session runs the graph as exported instead (no passes, no

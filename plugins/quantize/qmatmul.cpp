@@ -148,7 +148,7 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
   p.codes.assign(static_cast<size_t>(p.N * p.row_bytes()), 0);
   p.group_stride = p.n_groups == 1 ? 1 : std::max(p.n_groups, (p.Kp + p.group - 1) / p.group);
   p.scales.assign(static_cast<size_t>(p.N * p.group_stride), 0.f);
-  const bool symmetric = q.zero_points.empty();
+  const bool symmetric = q.symmetric();
   p.symmetric_zero_point = static_cast<float>(1 << (q.bits - 1));
   if (!symmetric) p.negzp.assign(static_cast<size_t>(p.N * p.group_stride), 0.f);
   for (int64_t n = 0; n < p.N; ++n) {
@@ -166,7 +166,7 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
     for (int64_t g = 0; g < p.n_groups; ++g) {
       const float s = q.scales[static_cast<size_t>(n * q.n_blocks + g)];
       p.scales[static_cast<size_t>(n * p.group_stride + g)] = s;
-      if (!symmetric) p.negzp[static_cast<size_t>(n * p.group_stride + g)] = -s * static_cast<float>(zero_point_at(q, n, g));
+      if (!symmetric) p.negzp[static_cast<size_t>(n * p.group_stride + g)] = -s * zero_point_value(q, n, g);
     }
   }
   if (p.n_groups > 1) {

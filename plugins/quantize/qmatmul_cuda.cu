@@ -9,12 +9,13 @@ constexpr int kWarp = 32;
 constexpr int kGemvRowsPerBlock = 4;  // warps per block, one output channel each
 constexpr int kMaxGemvRows = 8;
 
-__device__ __forceinline__ int zero_point(const DeviceQWeight& w, int64_t n, int64_t blk) {
-  if (!w.zero_points) return 1 << (w.bits - 1);
+__device__ __forceinline__ float zero_point(const DeviceQWeight& w, int64_t n, int64_t blk) {
+  if (w.float_zero_points) return w.float_zero_points[n * w.n_blocks + blk];
+  if (!w.zero_points) return static_cast<float>(1 << (w.bits - 1));
   const int64_t row_bytes = (w.n_blocks * w.bits + 7) / 8;
   const uint8_t* zp = w.zero_points + n * row_bytes;
-  if (w.bits == 8) return zp[blk];
-  return (zp[blk >> 1] >> ((blk & 1) * 4)) & 0xF;
+  if (w.bits == 8) return static_cast<float>(zp[blk]);
+  return static_cast<float>((zp[blk >> 1] >> ((blk & 1) * 4)) & 0xF);
 }
 
 // Adds the contribution of byte `j` of row n (value b) to acc[0..M).
@@ -24,17 +25,17 @@ __device__ __forceinline__ void accumulate_byte(const DeviceQWeight& w, int64_t 
   const int64_t blob = w.block_size * w.bits / 8;
   const int64_t blk = j / blob, off = j - blk * blob;
   const float scale = w.scales[n * w.n_blocks + blk];
-  const int zp = zero_point(w, n, blk);
+  const float zp = zero_point(w, n, blk);
   if (w.bits == 8) {
     const int64_t k = blk * w.block_size + off;
     if (k >= w.K) return;
-    const float v = (static_cast<int>(b) - zp) * scale;
+    const float v = (static_cast<float>(b) - zp) * scale;
 #pragma unroll
     for (int m = 0; m < M; ++m)
       if (m < rows) acc[m] += v * x[m * w.K + k];
   } else {
     const int64_t k = blk * w.block_size + 2 * off;
-    const float lo = (static_cast<int>(b & 0xF) - zp) * scale, hi = (static_cast<int>(b >> 4) - zp) * scale;
+    const float lo = (static_cast<float>(b & 0xF) - zp) * scale, hi = (static_cast<float>(b >> 4) - zp) * scale;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       if (m >= rows) continue;
@@ -80,7 +81,7 @@ __device__ __forceinline__ float dequant(const DeviceQWeight& w, int64_t n, int6
   const int64_t blk = k / w.block_size, off = k - blk * w.block_size;
   const uint8_t* row = w.codes + n * w.n_blocks * blob + blk * blob;
   int code = w.bits == 8 ? row[off] : (row[off >> 1] >> ((off & 1) * 4)) & 0xF;
-  return (code - zero_point(w, n, blk)) * w.scales[n * w.n_blocks + blk];
+  return (static_cast<float>(code) - zero_point(w, n, blk)) * w.scales[n * w.n_blocks + blk];
 }
 
 constexpr int kTile = 64, kTileK = 32, kGemmThreads = 256;

@@ -13,6 +13,7 @@ struct DeviceQWeight {
   const uint8_t* codes = nullptr;        // [N, n_blocks, block_size * bits / 8]
   const float* scales = nullptr;         // [N * n_blocks]
   const uint8_t* zero_points = nullptr;  // [N, ceil(n_blocks * bits / 8)] or null (symmetric)
+  const float* float_zero_points = nullptr;  // [N * n_blocks] (GGUF Q4_1's mins), instead of zero_points
   int64_t K = 0, N = 0, block_size = 0, n_blocks = 0;
   int bits = 8;
 };

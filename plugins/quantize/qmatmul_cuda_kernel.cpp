@@ -31,6 +31,8 @@ QMatMulCudaKernel::QMatMulCudaKernel(const sy::plugin::NodeRef& n) {
   codes_ = upload(q.codes.data(), q.codes.size(), stream, name_ + ": uploading codes");
   scales_ = upload(q.scales.data(), q.scales.size() * sizeof(float), stream, name_ + ": uploading scales");
   if (!q.zero_points.empty()) zero_points_ = upload(q.zero_points.data(), q.zero_points.size(), stream, name_ + ": uploading zero points");
+  if (!q.float_zero_points.empty())
+    float_zero_points_ = upload(q.float_zero_points.data(), q.float_zero_points.size() * sizeof(float), stream, name_ + ": uploading zero points");
   if (n.graph.input_count(n.node) > 5) {
     if (auto b = n.graph.constant(n.graph.input(n.node, 5))) {
       if (b->dtype() != SY_DTYPE_FLOAT32 || b->numel() != q.N) throw Error(name_ + ": bias must be float32 [N]", SY_INVALID_ARGUMENT);
@@ -44,6 +46,7 @@ QMatMulCudaKernel::QMatMulCudaKernel(const sy::plugin::NodeRef& n) {
   w_.codes = codes_.as<uint8_t>();
   w_.scales = scales_.as<float>();
   w_.zero_points = zero_points_.get() ? zero_points_.as<uint8_t>() : nullptr;
+  w_.float_zero_points = float_zero_points_.get() ? float_zero_points_.as<float>() : nullptr;
   w_.K = q.K;
   w_.N = q.N;
   w_.block_size = q.block_size;

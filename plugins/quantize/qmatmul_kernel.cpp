@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "quantize_plugin.h"
@@ -44,9 +45,16 @@ QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& n, std::string& n
   q.scales.assign(scales->data<float>(), scales->data<float>() + scales->numel());
   if (inputs > 3 && g.input(n.node, 3) != SY_NO_VALUE) {
     auto zp = g.constant(g.input(n.node, 3));
+    if (zp && zp->dtype() == SY_DTYPE_FLOAT32 && zp->numel() == q.N * q.n_blocks) {
+      q.float_zero_points.assign(zp->data<float>(), zp->data<float>() + zp->numel());
+      for (float z : q.float_zero_points)
+        if (!std::isfinite(z)) throw Error(name + ": a float zero point is not finite", SY_INVALID_ARGUMENT);
+      return q;
+    }
     if (!zp || zp->dtype() != SY_DTYPE_UINT8 || zp->numel() != q.N * q.zero_point_row_bytes())
       throw Error(name + ": zero_points must be a constant uint8 tensor of N * ceil(n_blocks * bits / 8) = " +
-                      std::to_string(q.N * q.zero_point_row_bytes()) + " bytes",
+                      std::to_string(q.N * q.zero_point_row_bytes()) + " bytes, or float32 with N * n_blocks = " +
+                      std::to_string(q.N * q.n_blocks) + " values",
                   SY_INVALID_ARGUMENT);
     q.zero_points.assign(zp->data<uint8_t>(), zp->data<uint8_t>() + zp->numel());
   }

@@ -98,13 +98,18 @@ int zero_point_at(const QuantizedWeight& q, int64_t n, int64_t block) {
   return get_nibble_or_byte(q.zero_points, n * q.zero_point_row_bytes(), block, q.bits);
 }
 
+float zero_point_value(const QuantizedWeight& q, int64_t n, int64_t block) {
+  if (!q.float_zero_points.empty()) return q.float_zero_points[static_cast<size_t>(n * q.n_blocks + block)];
+  return static_cast<float>(zero_point_at(q, n, block));
+}
+
 std::vector<float> dequantize(const QuantizedWeight& q) {
   std::vector<float> w(static_cast<size_t>(q.K * q.N));
   for (int64_t n = 0; n < q.N; ++n)
     for (int64_t k = 0; k < q.K; ++k) {
       int64_t b = k / q.block_size;
       w[static_cast<size_t>(k * q.N + n)] =
-          static_cast<float>(code_at(q, n, k) - zero_point_at(q, n, b)) * q.scales[static_cast<size_t>(n * q.n_blocks + b)];
+          (static_cast<float>(code_at(q, n, k)) - zero_point_value(q, n, b)) * q.scales[static_cast<size_t>(n * q.n_blocks + b)];
     }
   return w;
 }

@@ -9,7 +9,9 @@
 //                4-bit: element k of a block in byte k/2, even k in the low nibble
 //   scales       float [N * n_blocks]
 //   zero_points  uint8 [N * ceil(n_blocks * bits / 8)], 4-bit packed like the
-//                codes; absent = symmetric, zero point 2^(bits-1)
+//                codes; absent = symmetric, zero point 2^(bits-1); or float
+//                [N * n_blocks] (ORT allows the scales' type): a GGUF Q4_1
+//                block's min m as zp = -m / scale
 //   w[k][n] = (code - zero_point) * scale
 //
 // Per-output-channel int8 is the same with block_size = K (one block per row).
@@ -32,6 +34,8 @@ struct QuantizedWeight {
   std::vector<uint8_t> codes;        // [N, n_blocks, block_size * bits / 8]
   std::vector<float> scales;         // [N * n_blocks]
   std::vector<uint8_t> zero_points;  // empty when symmetric
+  std::vector<float> float_zero_points;  // [N * n_blocks], instead of zero_points
+  bool symmetric() const { return zero_points.empty() && float_zero_points.empty(); }
   int64_t blob_bytes() const { return block_size * bits / 8; }
   int64_t zero_point_row_bytes() const { return (n_blocks * bits + 7) / 8; }
 };
@@ -45,6 +49,8 @@ QuantizedWeight quantize(const float* w, int64_t K, int64_t N, const QuantSpec& 
 // Code and zero point of element (n, k), straight from the stored layout.
 int code_at(const QuantizedWeight& q, int64_t n, int64_t k);
 int zero_point_at(const QuantizedWeight& q, int64_t n, int64_t block);
+// The zero point as a float: a float zero point, else zero_point_at.
+float zero_point_value(const QuantizedWeight& q, int64_t n, int64_t block);
 
 // The fp32 weight the codes stand for, as W [K, N] (the test reference).
 std::vector<float> dequantize(const QuantizedWeight& q);

@@ -52,7 +52,7 @@ class QMatMulCudaKernel {
 
  private:
   std::string name_;
-  sy::plugin::DeviceBuffer codes_, scales_, zero_points_, bias_;
+  sy::plugin::DeviceBuffer codes_, scales_, zero_points_, float_zero_points_, bias_;
   DeviceQWeight w_;
 };
 #endif

@@ -67,8 +67,17 @@ class RealModel : public ::testing::TestWithParam<Case> {};
 // Half-precision exports (computed in float32 from half weights) against the
 // fp32 torch reference: max |logit difference| measured 0.0048 (fp16) and
 // 0.032 (bf16) on logits of magnitude 3.6; bounds 1e-2 and 5e-2.
+// GGUF files kept quantized (Q8_0, Q4_1 as MatMulNBits) against transformers'
+// float32 dequantization: with float32 activations (the scalar and AVX
+// paths, a 16-row prefill) the blocks give transformers' logits within 3e-5
+// (measured); the int8-activation GEMV of AVX2/VNNI machines moves these
+// random-weight logits (magnitude ~10) by up to 0.73 (qwen2-gguf-q8_0,
+// measured); bound 1.0.
+bool kept_quantized(const std::string& model) { return model.find("int4") != std::string::npos || model.find("gguf-q") != std::string::npos; }
+
 double tolerance(const std::string& model) {
-  if (model.find("int4") != std::string::npos) return 0.25;
+  if (model.find("gguf-q") != std::string::npos) return 1.0;
+  if (kept_quantized(model)) return 0.25;
   if (model.find("fp16") != std::string::npos) return 1e-2;
   if (model.find("bf16") != std::string::npos) return 5e-2;
   return 1e-4;
@@ -89,7 +98,7 @@ TEST_P(RealModel, MatchesTheReference) {
 
   // 2. Greedy ids through the KV cache (not for int4: the reference's int8
   //    activations move near-ties of these random weights).
-  const bool quantized = model.find("int4") != std::string::npos;
+  const bool quantized = kept_quantized(model);
   if (!quantized) {
     EXPECT_EQ(s->generate({greedy(prompt, static_cast<int>(expect["greedy"].size()))})[0].tokens, ints(expect["greedy"]))
         << model << " / " << profile;
@@ -141,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Exports, RealModel, ::testing::ValuesIn(cases()), case_
 // weights do not always continue a repetition).
 TEST(RealModels, ContinuousBatchingAndSpeculationMatchTheBaseline) {
   int64_t accepted = 0;
-  for (const char* m : {"qwen2-torchscript", "mistral-torchscript", "qwen2-genai", "mistral-genai", "gemma2-dynamo"}) {
+  for (const char* m : {"qwen2-torchscript", "mistral-torchscript", "qwen2-genai", "mistral-genai", "gemma2-dynamo", "qwen3-gguf", "gemma3-gguf"}) {
     const auto ref = test::read_json(real_dir() + "/" + m + "/ref.json");
     std::vector<GenerationRequest> batch;
     for (const auto& p : {ints(ref["prompt"]), ints(ref["batch"][0]), ints(ref["batch"][1])}) {

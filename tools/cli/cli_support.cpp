@@ -56,7 +56,9 @@ void EngineFlags::add(po::options_description& d) {
       "threads", po::value(&threads)->default_value(0), "compute threads (0: the manifest's, else one per core)")(
       "device", po::value(&device), "cpu, cuda, cuda:N or auto (overrides the manifest's 'device:')")(
       "max-context", po::value(&max_context)->default_value(0),
-      "context limit in tokens (0: the manifest's, the model's metadata, else 4096)");
+      "context limit in tokens (0: the manifest's, the model's metadata, else 4096)")(
+      "dequantize", po::bool_switch(&dequantize),
+      "a GGUF model's weights all as float32, as transformers loads them (default: Q8_0/Q4_0/Q4_1 stay quantized)");
 }
 
 std::string default_manifest() {
@@ -84,6 +86,7 @@ EngineOptions EngineFlags::options() const {
   o.device = device;
   o.threads = threads;
   o.max_context = max_context;
+  o.gguf_dequantize = dequantize;
   return o;
 }
 

@@ -38,6 +38,7 @@ struct EngineFlags {
   int threads = 0;
   std::string device;
   int64_t max_context = 0;
+  bool dequantize = false;  // GGUF: every weight as float32
   void add(po::options_description& d);
   // The engine options: the manifest (given, else the default one), the
   // profile and the overrides.

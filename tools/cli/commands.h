@@ -18,5 +18,6 @@ int cmd_eval(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_chat_template(const std::vector<std::string>& args);
+int cmd_convert(const std::vector<std::string>& args);
 
 }  // namespace sy::cli

@@ -24,6 +24,7 @@ const char* kUsage =
     "  devices    the CPU and CUDA devices this build can use (--bandwidth: measured copy bandwidth)\n"
     "  tokenize   text -> ids -> text with a model's tokenizer (tokenizer.json or llama2.c)\n"
     "  chat-template  messages -> the prompt a model's chat template makes\n"
+    "  convert    a GGUF file as a model folder (model.onnx, config, tokenizer, chat template)\n"
     "\n"
     "run 'switchyard <command> --help' for the options of a command\n";
 }
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
       {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}, {"serve", sy::cli::cmd_serve},
       {"optimize", sy::cli::cmd_optimize}, {"eval", sy::cli::cmd_eval}, {"devices", sy::cli::cmd_devices}, {"tokenize", sy::cli::cmd_tokenize},
-      {"chat-template", sy::cli::cmd_chat_template}};
+      {"chat-template", sy::cli::cmd_chat_template}, {"convert", sy::cli::cmd_convert}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::fprintf(stderr, "switchyard: unknown command '%s'\n%s", cmd.c_str(), kUsage);

