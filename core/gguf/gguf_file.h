@@ -57,6 +57,17 @@ class Source {
   virtual void read(uint64_t offset, uint64_t n, void* dst) const = 0;  // throws past the end
 };
 
+// Bytes in memory (the fuzzer, tests).
+class MemorySource : public Source {
+ public:
+  explicit MemorySource(std::string bytes) : bytes_(std::move(bytes)) {}
+  uint64_t size() const override { return bytes_.size(); }
+  void read(uint64_t offset, uint64_t n, void* dst) const override;
+
+ private:
+  std::string bytes_;
+};
+
 class File {
  public:
   static File open(const std::string& path);

@@ -157,7 +157,13 @@ Hparams read_hparams(const gguf::File& f, const std::string& arch, const ArchRul
            f.label() << ": block_count, embedding_length, head_count and head_count_kv must be positive, head_count a multiple of "
                         "head_count_kv (got "
                      << h.layers << ", " << h.dim << ", " << h.heads << ", " << h.kv_heads << ")");
+  // Bounds that keep every product below int64 (a file may claim anything).
+  constexpr int64_t kMaxWidth = int64_t{1} << 20, kMaxHeads = 4096;
+  SY_CHECK(h.dim <= kMaxWidth && h.ff > 0 && h.ff <= kMaxWidth && h.heads <= kMaxHeads,
+           f.label() << ": embedding_length " << h.dim << ", feed_forward_length " << h.ff << " or head_count " << h.heads
+                     << " is out of range");
   h.head_dim = single("attention.key_length", h.dim % h.heads == 0 ? std::optional<int64_t>(h.dim / h.heads) : std::nullopt);
+  SY_CHECK(h.head_dim > 0 && h.head_dim <= 65536, f.label() << ": attention.key_length " << h.head_dim << " is out of range");
   SY_CHECK(single("attention.value_length", h.head_dim) == h.head_dim,
            f.label() << ": attention.value_length differs from attention.key_length, which this importer does not support");
   h.rot_dim = single("rope.dimension_count", h.head_dim);
@@ -659,13 +665,18 @@ bool is_gguf_file(const std::string& path) {
 Graph import_gguf_file(const std::string& path, const ImportOptions& import, const GgufModelOptions& options, GgufModelSummary* summary) {
   GgufModelSummary local;
   GgufModelSummary& s = summary ? *summary : local;
-  const gguf::File f = gguf::File::open(path);
   SY_CHECK(import.max_file_bytes == 0 || std::filesystem::file_size(path) <= import.max_file_bytes,
            path << ": the model file is over the limit of " << import.max_file_bytes << " bytes");
-  DecoderBuilder builder(f, options, s);
-  onnx::ModelProto& model = builder.build();
   const fs::path p(path);
-  return import_onnx_model(model, p.has_parent_path() ? p.parent_path().string() : ".", path, import);
+  return import_gguf(gguf::File::open(path), p.has_parent_path() ? p.parent_path().string() : ".", import, options, &s);
+}
+
+Graph import_gguf(const gguf::File& f, const std::string& model_dir, const ImportOptions& import, const GgufModelOptions& options,
+                  GgufModelSummary* summary) {
+  GgufModelSummary local;
+  DecoderBuilder builder(f, options, summary ? *summary : local);
+  onnx::ModelProto& model = builder.build();
+  return import_onnx_model(model, model_dir, f.label(), import);
 }
 
 GgufModelSummary write_gguf_as_onnx(const std::string& gguf_path, const std::string& onnx_path, const GgufModelOptions& options) {

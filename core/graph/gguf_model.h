@@ -41,6 +41,14 @@ struct GgufModelSummary {
 // Whether `path` is a GGUF file (by its magic, not its name).
 bool is_gguf_file(const std::string& path);
 
+namespace gguf {
+class File;
+}
+
+// The decoder graph of a parsed GGUF file (the fuzzer's entry).
+Graph import_gguf(const gguf::File& file, const std::string& model_dir, const ImportOptions& import = {},
+                  const GgufModelOptions& options = {}, GgufModelSummary* summary = nullptr);
+
 // The decoder graph of a GGUF file, imported as an ONNX file would be.
 Graph import_gguf_file(const std::string& path, const ImportOptions& import = {}, const GgufModelOptions& options = {},
                        GgufModelSummary* summary = nullptr);

