@@ -16,6 +16,12 @@ llama.cpp comes from PyPI's llama-cpp-python source package
 
   benchmarks/peer/peer_bench.py --build build --llama $(scripts/build-llama-cpp.sh) \\
       --presets 110m,tinyllama-1.1b --threads 1,2 --rounds 2 --out peer.json
+
+--gguf FILE runs one GGUF file in both engines instead of the synth presets:
+Switchyard loads it directly (its Q8_0/Q4_0/Q4_1 blocks as they are), llama.cpp
+as always; the weight bytes are what each reads per token (Switchyard's
+inspect; llama.cpp's file size, the embedding table included when it is
+tied to the head, as SmolLM2's is).
 """
 import argparse
 import json
@@ -78,8 +84,37 @@ def switchyard(a, onnx, precision, threads):
             "weight_bytes": row["weight_bytes_per_token"], "bandwidth_gbs": row["read_bandwidth_gbs"], "log": log}
 
 
+def gguf_rows(a):
+    rows = []
+    for threads in map(int, a.threads.split(",")):
+        sy, lc = [], []
+        for r in range(a.rounds):
+            for who in ([0, 1] if r % 2 == 0 else [1, 0]):
+                if who == 0:
+                    sy.append(switchyard(a, a.gguf, "fp32", threads))  # "fp32": no quantize pass; the file's blocks as stored
+                else:
+                    lc.append(llama_cpp(a, a.gguf, threads))
+        med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
+        bw = med(sy, "bandwidth_gbs")
+        row = {"preset": os.path.basename(a.gguf), "precision": "file", "peer_type": "file", "threads": threads,
+               "switchyard_decode_tps": med(sy, "decode_tps"), "llama_cpp_decode_tps": med(lc, "decode_tps"),
+               "switchyard_prefill_tps": med(sy, "prefill_tps"), "llama_cpp_prefill_tps": med(lc, "prefill_tps"),
+               "switchyard_weight_bytes": sy[0]["weight_bytes"], "llama_cpp_weight_bytes": lc[0]["model_bytes"], "bandwidth_gbs": bw,
+               "rounds": a.rounds}
+        row["decode_ratio"] = row["switchyard_decode_tps"] / row["llama_cpp_decode_tps"]
+        row["prefill_ratio"] = row["switchyard_prefill_tps"] / row["llama_cpp_prefill_tps"]
+        row["switchyard_mbu"] = row["switchyard_weight_bytes"] * row["switchyard_decode_tps"] / (bw * 1e9)
+        row["llama_cpp_mbu"] = row["llama_cpp_weight_bytes"] * row["llama_cpp_decode_tps"] / (bw * 1e9)
+        print(f"{row['preset']} t={threads}: decode {row['switchyard_decode_tps']:.1f} vs {row['llama_cpp_decode_tps']:.1f} tok/s "
+              f"({row['decode_ratio']:.2f}x), prefill {row['switchyard_prefill_tps']:.1f} vs {row['llama_cpp_prefill_tps']:.1f} "
+              f"({row['prefill_ratio']:.2f}x)", flush=True)
+        rows.append(row)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--gguf", help="one GGUF file in both engines (instead of --presets)")
     ap.add_argument("--build", default="build", help="Switchyard's build folder (switchyard, bench_quant, plugins)")
     ap.add_argument("--llama", required=True, help="folder with llama-bench and llama-quantize")
     ap.add_argument("--presets", default="110m,tinyllama-1.1b")
@@ -97,8 +132,8 @@ def main():
     cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 -o -w -E 'avx512_vnni|avx512vnni' /proc/cpuinfo;"
                "grep -m1 -o -w avx512f /proc/cpuinfo; grep -m1 -o -w avx2 /proc/cpuinfo; true"]).split("\n")
     print("machine:", " ".join(x.strip() for x in cpu if x.strip()))
-    results = []
-    for preset in a.presets.split(","):
+    results = gguf_rows(a) if a.gguf else []
+    for preset in ([] if a.gguf else a.presets.split(",")):
         onnx, gguf = prepare(a, preset)
         for precision in a.precisions.split(","):
             for threads in map(int, a.threads.split(",")):

@@ -23,7 +23,7 @@ namespace {
 
 const std::set<std::string> kSectionKeys = {"model", "tokenizer", "plugins", "passes", "kernels", "scheduler",
                                             "cache", "drafter", "logits_processor", "threads", "max_context", "simplify",
-                                            "max_batch_tokens", "max_seqs", "limits", "device"};
+                                            "max_batch_tokens", "max_seqs", "limits", "device", "gguf_dequantize"};
 
 struct Ctx {
   const std::string& file;
@@ -158,6 +158,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   }
   if (const auto& n = sec["max_context"]) cfg.max_context = number<int64_t>(c, n, key("max_context"));
   if (const auto& n = sec["simplify"]) cfg.simplify = boolean(c, n, key("simplify"));
+  if (const auto& n = sec["gguf_dequantize"]) cfg.gguf_dequantize = boolean(c, n, key("gguf_dequantize"));
   if (const auto& n = sec["max_batch_tokens"]) cfg.max_batch_tokens = number<int>(c, n, key("max_batch_tokens"));
   if (const auto& n = sec["max_seqs"]) cfg.max_seqs = number<int>(c, n, key("max_seqs"));
   if (const auto& n = sec["limits"]) {

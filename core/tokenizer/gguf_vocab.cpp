@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
+#include "tokenizer/unicode.h"
 
 namespace sy {
 
@@ -128,6 +129,11 @@ GgufTokenizerConfig gguf_tokenizer(const gguf::File& f) {
                 label << ": tokenizer.ggml.model '" << model << "' is not supported (gpt2: byte-level BPE, llama: SentencePiece-style)");
   auto tokens = f.get_strings("tokenizer.ggml.tokens");
   SY_CHECK(tokens && !tokens->empty(), label << ": metadata 'tokenizer.ggml.tokens' is missing");
+  // tokenizer.json holds text: a piece that is not UTF-8 cannot be written
+  // (byte pieces are <0xNN> tokens or the byte-level alphabet, both text).
+  for (size_t i = 0; i < tokens->size(); ++i)
+    SY_CHECK_KIND(unicode::is_valid_utf8((*tokens)[i]), ErrorKind::Unsupported,
+                  label << ": tokenizer.ggml.tokens[" << i << "] is not valid UTF-8");
   const auto types = f.get_ints("tokenizer.ggml.token_type").value_or(std::vector<int64_t>{});
   SY_CHECK(types.empty() || types.size() == tokens->size(),
            label << ": tokenizer.ggml.token_type has " << types.size() << " entries for " << tokens->size() << " tokens");
@@ -150,6 +156,7 @@ GgufTokenizerConfig gguf_tokenizer(const gguf::File& f) {
   SY_CHECK(!c.add_bos || c.bos_id, label << ": tokenizer.ggml.add_bos_token is set but there is no bos_token_id");
   SY_CHECK(!c.add_eos || c.eos_id, label << ": tokenizer.ggml.add_eos_token is set but there is no eos_token_id");
   c.chat_template = f.get_string("tokenizer.chat_template");
+  SY_CHECK(!c.chat_template || unicode::is_valid_utf8(*c.chat_template), label << ": tokenizer.chat_template is not valid UTF-8");
 
   OJson vocab = OJson::object();
   for (size_t i = 0; i < tokens->size(); ++i) vocab[(*tokens)[i]] = i;
@@ -187,6 +194,9 @@ GgufTokenizerConfig gguf_tokenizer(const gguf::File& f) {
   } else {
     auto merges = f.get_strings("tokenizer.ggml.merges");
     SY_CHECK(merges, label << ": metadata 'tokenizer.ggml.merges' is missing (a gpt2 tokenizer needs its merges)");
+    for (size_t i = 0; i < merges->size(); ++i)
+      SY_CHECK_KIND(unicode::is_valid_utf8((*merges)[i]), ErrorKind::Unsupported,
+                    label << ": tokenizer.ggml.merges[" << i << "] is not valid UTF-8");
     j["normalizer"] = nullptr;
     j["pre_tokenizer"] = pre_tokenizer_for(f.get_string("tokenizer.ggml.pre").value_or("default"), label);
     j["model"] = OJson{{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},

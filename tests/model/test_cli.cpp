@@ -121,6 +121,28 @@ TEST(Cli, EvalPerplexityEqualsTheOneComputedFromLogitsOneByOne) {
   std::printf("[ eval ] perplexity %.6f, from logits one by one %.6f\n", e["perplexity_baseline"].get<double>(), ppl);
   EXPECT_NEAR(e["perplexity_baseline"].get<double>(), ppl, 1e-4 * ppl);
   EXPECT_NEAR(e["perplexity_profile"].get<double>(), ppl, 1e-4 * ppl);
+
+  // --ctx 6: llama-perplexity's windows (tokens 0-5 and 6-11, each scored
+  // on its second half: positions 3 and 4 predict 4 and 5): the same
+  // perplexity from the baseline's logits of each window alone.
+  r = sy::test::shell("SWITCHYARD_PLUGIN_DIR=" + plugins + " " + std::string(SWITCHYARD_CLI) + " eval --manifest " + manifest +
+                      " --profile prefix --baseline paged --text " + text + " --max-tokens 14 --ctx 6 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  e = sy::test::read_json(out);
+  EXPECT_EQ(e["predicted_tokens"], 4);
+  double window_nll = 0;
+  for (size_t w = 0; w < 2; ++w)
+    for (size_t t = 3; t < 5; ++t) {
+      std::string prefix;
+      for (size_t i = 6 * w; i <= 6 * w + t; ++i) prefix += (prefix.empty() ? "" : ",") + std::to_string(ids[i]);
+      sy::test::ShellResult l = run("logits --model " + model() + " --prompt-ids " + prefix + " --json", false);
+      ASSERT_EQ(l.status, 0) << l.out;
+      std::vector<double> row = nlohmann::json::parse(l.out)["last_logits"].get<std::vector<double>>();
+      double m = *std::max_element(row.begin(), row.end()), s = 0;
+      for (double v : row) s += std::exp(v - m);
+      window_nll -= row[static_cast<size_t>(ids[6 * w + t + 1])] - m - std::log(s);
+    }
+  EXPECT_NEAR(e["perplexity_baseline"].get<double>(), std::exp(window_nll / 4.0), 1e-4 * std::exp(window_nll / 4.0));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "graph/gguf_model.h"
 #include "manifest/manifest.h"
 #include "test_support.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sy {
@@ -159,6 +160,25 @@ TEST(Gguf, MalformedFilesAreRefusedNamingTheProblem) {
   const uint64_t huge = uint64_t{1} << 40;
   std::memcpy(bad.data() + find(bad, "general.architecture") - 8, &huge, 8);
   EXPECT_HAS(error_of_bytes(bad), "truncated");
+}
+
+// Files the GGUF fuzzer found: refused with sy::Error naming the problem,
+// never an exception of another type (a vocabulary piece that is not UTF-8
+// made the tokenizer.json writer throw its own).
+TEST(Gguf, FuzzerFindingsStayFixed) {
+  const fs::path dir = fs::path(test::source_dir()) / "tests/fuzz/regressions";
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".gguf") continue;
+    ++files;
+    const std::string msg = test::error_of([&] {
+      const gguf::File f = gguf::File::parse(std::make_shared<gguf::MemorySource>(read_bytes(entry.path().string())), "found.gguf");
+      (void)gguf_tokenizer(f).tokenizer_json.dump();
+      (void)import_gguf(f, "/nonexistent");
+    });
+    if (entry.path().filename() == "gguf-token-not-utf8.gguf") EXPECT_HAS(msg, "is not valid UTF-8");
+  }
+  EXPECT_GT(files, 0);
 }
 
 // The engine's view of a file: inspect says what became of its tensors, and

@@ -41,7 +41,7 @@ std::unique_ptr<Engine> open_stepped(const EngineOptions& options, const std::st
 int cmd_eval(const std::vector<std::string>& args) {
   EngineFlags mf;
   std::string baseline_profile, text_path, tokenizer_path, json_out = "eval.json";
-  int64_t max_tokens = 512;
+  int64_t max_tokens = 512, ctx = 0;
   po::options_description d("eval options");
   d.add_options()("help,h", "show this help");
   mf.add(d);
@@ -49,6 +49,8 @@ int cmd_eval(const std::vector<std::string>& args) {
       "text", po::value(&text_path)->required(), "text file to evaluate on")(
       "tokenizer,t", po::value(&tokenizer_path), "llama2.c tokenizer (default: the manifest's, else beside the model)")(
       "max-tokens", po::value(&max_tokens)->default_value(512), "evaluate the first N tokens of the text")(
+      "ctx", po::value(&ctx)->default_value(0),
+      "windows of N tokens, each scored on its second half (llama-perplexity's -c N); 0: one window, every position")(
       "out", po::value(&json_out)->default_value("eval.json"), "JSON output");
   auto p = parse(args, d, "usage: switchyard eval --manifest F --profile P --text FILE [--baseline P0] [--out eval.json]");
   if (p.help) return 0;
@@ -68,9 +70,18 @@ int cmd_eval(const std::vector<std::string>& args) {
   // The baseline first, then the profile: one engine in memory at a time.
   // The tokenizer: --tokenizer, else the manifest's, else the model folder's.
   std::vector<int> tokens;
-  std::vector<float> lb, lq;
   std::string model;
   int64_t V = 0;
+  // Windows (begin, length, first scored position): the whole text, or
+  // llama-perplexity's chunks of --ctx tokens scored on their second half.
+  struct Window {
+    int64_t begin, length, first;
+  };
+  std::vector<Window> windows;
+  std::vector<std::vector<float>> lb;
+  auto window_tokens = [&](const Window& w) {
+    return std::vector<int>(tokens.begin() + w.begin, tokens.begin() + w.begin + w.length);
+  };
   {
     auto engine = open_stepped(base, "baseline '" + baseline_profile + "'");
     model = engine->model_path();
@@ -78,36 +89,52 @@ int cmd_eval(const std::vector<std::string>& args) {
     tokens = tok->encode(ss.str(), true);
     if (static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
     SY_CHECK(tokens.size() >= 2, text_path << ": the text has fewer than two tokens");
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    if (ctx > 0) {
+      SY_CHECK(ctx >= 4 && n >= ctx, "--ctx " << ctx << ": needs at least one window of " << ctx << " tokens (the text has " << n << ")");
+      for (int64_t b = 0; b + ctx <= n; b += ctx) windows.push_back({b, ctx, ctx / 2});
+    } else {
+      windows.push_back({0, n, 0});
+    }
     V = engine->vocab_size();
-    lb = engine->prompt_logits(tokens);
+    for (const Window& w : windows) lb.push_back(engine->prompt_logits(window_tokens(w)));
   }
-  lq = open_stepped(options, "profile '" + mf.profile + "'")->prompt_logits(tokens);
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  SY_CHECK(lb.size() == lq.size() && static_cast<int64_t>(lb.size()) == T * V, "the two profiles' logits differ in shape");
-  int64_t agree = 0;
+  auto profile_engine = open_stepped(options, "profile '" + mf.profile + "'");
+  int64_t agree = 0, scored = 0, predicted = 0;
   double kl_sum = 0, kl_max = 0, nll_b = 0, nll_q = 0;
-  for (int64_t t = 0; t < T; ++t) {
-    const float* a = lb.data() + t * V;
-    const float* b = lq.data() + t * V;
-    agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
-    auto pa = log_probs(a, V), pb = log_probs(b, V);
-    double kl = 0;
-    for (int64_t i = 0; i < V; ++i) kl += std::exp(pa[static_cast<size_t>(i)]) * (pa[static_cast<size_t>(i)] - pb[static_cast<size_t>(i)]);
-    kl_sum += kl;
-    kl_max = std::max(kl_max, kl);
-    if (t + 1 < T) {
-      nll_b -= pa[static_cast<size_t>(tokens[static_cast<size_t>(t + 1)])];
-      nll_q -= pb[static_cast<size_t>(tokens[static_cast<size_t>(t + 1)])];
+  for (size_t wi = 0; wi < windows.size(); ++wi) {
+    const Window& w = windows[wi];
+    const std::vector<float> lq = profile_engine->prompt_logits(window_tokens(w));
+    SY_CHECK(lb[wi].size() == lq.size() && static_cast<int64_t>(lq.size()) == w.length * V, "the two profiles' logits differ in shape");
+    for (int64_t t = w.first; t < w.length; ++t) {
+      const float* a = lb[wi].data() + t * V;
+      const float* b = lq.data() + t * V;
+      agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+      ++scored;
+      auto pa = log_probs(a, V), pb = log_probs(b, V);
+      double kl = 0;
+      for (int64_t i = 0; i < V; ++i) kl += std::exp(pa[static_cast<size_t>(i)]) * (pa[static_cast<size_t>(i)] - pb[static_cast<size_t>(i)]);
+      kl_sum += kl;
+      kl_max = std::max(kl_max, kl);
+      if (t + 1 < w.length) {
+        const auto next = static_cast<size_t>(tokens[static_cast<size_t>(w.begin + t + 1)]);
+        nll_b -= pa[next];
+        nll_q -= pb[next];
+        ++predicted;
+      }
     }
   }
-  const double ppl_b = std::exp(nll_b / double(T - 1)), ppl_q = std::exp(nll_q / double(T - 1));
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  const double ppl_b = std::exp(nll_b / double(predicted)), ppl_q = std::exp(nll_q / double(predicted));
   nlohmann::json j{{"model", model},
                    {"text", text_path},
                    {"tokens", T},
+                   {"ctx", ctx},
+                   {"predicted_tokens", predicted},
                    {"baseline", baseline_profile},
                    {"profile", mf.profile},
-                   {"top1_agreement", double(agree) / double(T)},
-                   {"kl_mean", kl_sum / double(T)},
+                   {"top1_agreement", double(agree) / double(scored)},
+                   {"kl_mean", kl_sum / double(scored)},
                    {"kl_max", kl_max},
                    {"perplexity_baseline", ppl_b},
                    {"perplexity_profile", ppl_q},
@@ -115,7 +142,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   std::printf("%-28s %-14s %7s %10s %10s %10s %10s %9s\n", "baseline", "profile", "tokens", "top-1 agr", "KL mean", "KL max",
               "ppl base", "ppl prof");
   std::printf("%-28s %-14s %7lld %10.4f %10.2e %10.2e %10.4f %9.4f\n", baseline_profile.c_str(), mf.profile.c_str(),
-              static_cast<long long>(T), double(agree) / double(T), kl_sum / double(T), kl_max, ppl_b, ppl_q);
+              static_cast<long long>(T), double(agree) / double(scored), kl_sum / double(scored), kl_max, ppl_b, ppl_q);
   std::ofstream(json_out) << j.dump(2) << "\n";
   return 0;
 }
