@@ -168,7 +168,7 @@ nlohmann::json Engine::describe() const {
                  {"stored_types", rep.gguf->stored_types},
                  {"kept_quantized", rep.gguf->kept_quantized},
                  {"dequantized", rep.gguf->dequantized},
-                 {"note", rep.gguf->kept_quantized > 0 ? "Q8_0/Q4_0/Q4_1 matrices run as MatMulNBits on their own blocks; other "
+                 {"note", rep.gguf->kept_quantized > 0 ? "block-quantized matrices run as MatMulNBits on their own codes and scales; float "
                                                          "types and the embedding table are float32"
                                                        : "every weight dequantized to float32"}};
   j["parameters"] = rep.parameters;

@@ -243,10 +243,173 @@ std::vector<float> dequantize(const TensorInfo& t, const std::vector<uint8_t>& r
   return out;
 }
 
+namespace {
+
+// The other block types as sub-blocks of integer codes c with a scale s and
+// an offset m (w = s * c + m; m = 0 for the symmetric ones, whose codes are
+// signed). Each fills codes for one ggml block and s, m per sub-block.
+struct Decomposition {
+  int group;      // sub-block length
+  int bits;       // MatMulNBits code width that holds the codes
+  bool symmetric; // signed codes, no offset
+  void (*fn)(const uint8_t* b, int* c, float* s, float* m);
+};
+
+void dec_q5_0(const uint8_t* b, int* c, float* s, float*) {
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    c[j] = ((qs[j] & 0xF) | static_cast<int>(((qh >> j) << 4) & 0x10)) - 16;
+    c[j + 16] = ((qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10)) - 16;
+  }
+  s[0] = f16(b);
+}
+
+void dec_q5_1(const uint8_t* b, int* c, float* s, float* m) {
+  uint32_t qh;
+  std::memcpy(&qh, b + 4, 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    c[j] = (qs[j] & 0xF) | static_cast<int>(((qh >> j) << 4) & 0x10);
+    c[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+  }
+  s[0] = f16(b);
+  m[0] = f16(b + 2);
+}
+
+void dec_q2_k(const uint8_t* b, int* c, float* s, float* m) {
+  const uint8_t* q = b + 16;
+  const float d = f16(b + 80), dmin = f16(b + 82);
+  for (int g = 0; g < 16; ++g) {  // sub-block g: 16 codes at 2 bits, shift by its place in the 128-element half
+    const int half = g / 8, j = (g % 8) / 2, second = g % 2;
+    for (int l = 0; l < 16; ++l) c[g * 16 + l] = (q[half * 32 + l + 16 * second] >> (2 * j)) & 3;
+    s[g] = d * static_cast<float>(b[g] & 0xF);
+    m[g] = -(dmin * static_cast<float>(b[g] >> 4));
+  }
+}
+
+void dec_q3_k(const uint8_t* b, int* c, float* s, float*) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  const float d = f16(b + 108);
+  uint32_t aux[4];
+  std::memcpy(aux, b + 96, 12);
+  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  int8_t scales[16];
+  std::memcpy(scales, aux, 16);
+  for (int g = 0; g < 16; ++g) {
+    const int half = g / 8, j = (g % 8) / 2, second = g % 2;
+    const uint8_t mask = static_cast<uint8_t>(1 << (half * 4 + j));
+    for (int l = 0; l < 16; ++l) {
+      const int k = l + 16 * second;
+      c[g * 16 + l] = ((q[half * 32 + k] >> (2 * j)) & 3) - ((hm[k] & mask) ? 0 : 4);
+    }
+    s[g] = d * static_cast<float>(scales[g] - 32);
+  }
+}
+
+void dec_q45_k(const uint8_t* b, int* c, float* s, float* m, bool five) {
+  const float d = f16(b), dmin = f16(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* q = b + (five ? 48 : 16);
+  for (int g = 0; g < 8; ++g) {
+    uint8_t sc, mn;
+    scale_min_k4(g, scales, sc, mn);
+    s[g] = d * static_cast<float>(sc);
+    m[g] = -(dmin * static_cast<float>(mn));
+    const int pair = g / 2, high = g % 2;
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t byte = q[pair * 32 + l];
+      int v = high ? byte >> 4 : byte & 0xF;
+      if (five && (qh[l] & (1 << g))) v += 16;
+      c[g * 32 + l] = v;
+    }
+  }
+}
+void dec_q4_k(const uint8_t* b, int* c, float* s, float* m) { dec_q45_k(b, c, s, m, false); }
+void dec_q5_k(const uint8_t* b, int* c, float* s, float* m) { dec_q45_k(b, c, s, m, true); }
+
+void dec_q6_k(const uint8_t* b, int* c, float* s, float*) {
+  const float d = f16(b + 208);
+  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = b + 64 * n;
+    const uint8_t* qh = b + 128 + 32 * n;
+    for (int l = 0; l < 32; ++l) {
+      c[128 * n + l] = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      c[128 * n + l + 32] = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      c[128 * n + l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      c[128 * n + l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+    }
+    for (int g = 0; g < 8; ++g) s[8 * n + g] = d * static_cast<float>(sc[8 * n + g]);
+  }
+}
+
+std::optional<Decomposition> decomposition(TensorType t) {
+  switch (t) {
+    case TensorType::Q5_0: return Decomposition{32, 8, true, dec_q5_0};
+    case TensorType::Q5_1: return Decomposition{32, 8, false, dec_q5_1};
+    case TensorType::Q2_K: return Decomposition{16, 4, false, dec_q2_k};
+    case TensorType::Q3_K: return Decomposition{16, 4, true, dec_q3_k};
+    case TensorType::Q4_K: return Decomposition{32, 4, false, dec_q4_k};
+    case TensorType::Q5_K: return Decomposition{32, 8, false, dec_q5_k};
+    case TensorType::Q6_K: return Decomposition{16, 8, true, dec_q6_k};
+    default: return std::nullopt;
+  }
+}
+
+// A block type with sub-block scales (and mins) as MatMulNBits: codes in
+// 4 or 8 bits, one scale per sub-block, mins as float zero points -m / s.
+std::optional<BlockQuant> decomposed_block_quant(const TensorInfo& t, const std::vector<uint8_t>& raw, const Decomposition& dec) {
+  const auto layout = *block_layout(t.type);
+  BlockQuant q;
+  q.bits = dec.bits;
+  q.K = t.dims[0];
+  q.N = t.dims[1];
+  q.block_size = dec.group;
+  const int64_t blocks = q.K / layout.elements * q.N, subs = layout.elements / dec.group;
+  q.codes.assign(static_cast<size_t>(blocks * layout.elements * q.bits / 8), 0);
+  q.scales.resize(static_cast<size_t>(blocks * subs));
+  if (!dec.symmetric) q.float_zero_points.resize(static_cast<size_t>(blocks * subs));
+  const int zp_sym = 1 << (q.bits - 1);
+  std::vector<int> c(static_cast<size_t>(layout.elements));
+  std::vector<float> s(static_cast<size_t>(subs)), m(static_cast<size_t>(subs), 0.f);
+  for (int64_t i = 0; i < blocks; ++i) {
+    dec.fn(raw.data() + i * layout.bytes, c.data(), s.data(), m.data());
+    for (int64_t g = 0; g < subs; ++g) {
+      const size_t at = static_cast<size_t>(i * subs + g);
+      q.scales[at] = s[static_cast<size_t>(g)];
+      if (!dec.symmetric) {
+        if (s[static_cast<size_t>(g)] == 0.f && m[static_cast<size_t>(g)] != 0.f) return std::nullopt;
+        q.float_zero_points[at] = s[static_cast<size_t>(g)] == 0.f ? 0.f : -m[static_cast<size_t>(g)] / s[static_cast<size_t>(g)];
+      }
+    }
+    for (int64_t k = 0; k < layout.elements; ++k) {
+      const int code = c[static_cast<size_t>(k)] + (dec.symmetric ? zp_sym : 0);
+      const int64_t e = i * layout.elements + k;
+      if (q.bits == 8) q.codes[static_cast<size_t>(e)] = static_cast<uint8_t>(code);
+      else q.codes[static_cast<size_t>(e / 2)] |= static_cast<uint8_t>((code & 0xF) << (4 * (e % 2)));
+    }
+  }
+  return q;
+}
+
+}  // namespace
+
 std::optional<BlockQuant> to_block_quant(const TensorInfo& t, const std::vector<uint8_t>& raw) {
   const auto type = static_cast<TensorType>(t.type);
-  if (type != TensorType::Q8_0 && type != TensorType::Q4_0 && type != TensorType::Q4_1) return std::nullopt;
   if (t.dims.size() != 2) return std::nullopt;
+  if (auto dec = decomposition(type)) {
+    SY_CHECK(raw.size() == t.bytes, "tensor '" << t.name << "': " << raw.size() << " bytes of data, expected " << t.bytes);
+    return decomposed_block_quant(t, raw, *dec);
+  }
+  if (type != TensorType::Q8_0 && type != TensorType::Q4_0 && type != TensorType::Q4_1) return std::nullopt;
   SY_CHECK(raw.size() == t.bytes, "tensor '" << t.name << "': " << raw.size() << " bytes of data, expected " << t.bytes);
   const auto layout = *block_layout(t.type);
   BlockQuant q;

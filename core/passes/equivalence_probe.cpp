@@ -64,13 +64,16 @@ double scale_of(const Tensor& t) {
 }
 
 // Largest |a - b| over matching float tensors (NaN counts as infinite).
-// A copy of t with its float values moved by 2^-20 relative (a few ulps);
-// other types unchanged.
-Tensor nudged(const Tensor& t) {
+// A copy of t with its float values moved by 2^-20 relative (a few ulps),
+// up, or (alternating) up and down element by element; other types
+// unchanged. A rewrite's last-bit differences go both ways: under int8
+// activations one direction can leave every code where it was while the
+// other crosses a rounding boundary.
+Tensor nudged(const Tensor& t, bool alternate = false) {
   Tensor out = Tensor::empty(t.dtype(), t.shape());
   std::memcpy(out.raw(), t.raw(), t.bytes());
   if (out.dtype() == DType::F32)
-    for (int64_t k = 0; k < out.numel(); ++k) out.data<float>()[k] *= 1.f + 0x1p-20f;
+    for (int64_t k = 0; k < out.numel(); ++k) out.data<float>()[k] *= alternate && (k % 2) ? 1.f - 0x1p-20f : 1.f + 0x1p-20f;
   return out;
 }
 
@@ -252,10 +255,12 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
       // far the layers after them amplify a last-bit difference there, where
       // a rewrite's differences start (a prefill has no float input for the
       // jitter below to move).
-      std::vector<Tensor> nudged_feeds = fb.tensors;
-      for (size_t i = 0; i < pairs.size(); ++i) nudged_feeds.push_back(nudged(b[i]));
-      const Tensor moved = run_mixed->run(nudged_feeds, step_before ? scratch.context() : nullptr)[0];
-      sensitivity = std::max(sensitivity, deviation(b.back(), moved));
+      for (bool alternate : {false, true}) {
+        std::vector<Tensor> nudged_feeds = fb.tensors;
+        for (size_t i = 0; i < pairs.size(); ++i) nudged_feeds.push_back(nudged(b[i], alternate));
+        const Tensor moved = run_mixed->run(nudged_feeds, step_before ? scratch.context() : nullptr)[0];
+        sensitivity = std::max(sensitivity, deviation(b.back(), moved));
+      }
       // A rewrite's regions can be bitwise exact on one case while its whole
       // graph is not (last-bit differences compound through the layers,
       // and quantized activations turn one into a code step). The

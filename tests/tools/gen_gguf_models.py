@@ -84,12 +84,12 @@ def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf: q/k rows for its adja
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_tiny(arch, path, qtype, seed):
+def write_tiny(arch, path, qtype, seed, D=64, FF=128):
     spec = ARCHS[arch]
     rng = np.random.default_rng(seed)
-    D, H, KVH = 64, 4, 2
+    H, KVH = 4, 2
     hd = spec.get("head_dim", D // H)
-    FF, L = 128, spec.get("layers", 2)
+    L = spec.get("layers", 2)
     w = gguf.GGUFWriter(path, arch)
     w.add_name(f"tiny-{arch}")
     w.add_block_count(L)
@@ -286,6 +286,39 @@ def greedy(model, prompt, n):
 
 
 @torch.no_grad()
+def write_ref(folder, model, style):
+    logits = model(torch.tensor([PROMPT])).logits[0]
+    ref = {
+        "prompt": PROMPT,
+        "logits": logits.tolist(),
+        "greedy": greedy(model, PROMPT, 12),
+        "batch": BATCH,
+        "batch_last_logits": [model(torch.tensor([r])).logits[0, -1].tolist() for r in BATCH],
+        "style": style,
+        "reference": "torch",
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+    with open(os.path.join(folder, "ref.json"), "w") as f:
+        json.dump(ref, f)
+    print(f"wrote {folder}")
+
+
+def k_quants(out_root, llama_bin):
+    """A llama of width 256 (K-quant super-blocks) requantized by llama.cpp's
+    own llama-quantize to Q4_K_M (Q4_K and Q6_K matrices), the file type
+    people download most."""
+    folder = os.path.join(out_root, "llama-gguf-q4_k_m")
+    os.makedirs(folder, exist_ok=True)
+    f32 = os.path.join(folder, "f32.gguf.tmp")
+    write_tiny("llama", f32, None, seed=99, D=256, FF=512)
+    subprocess.run([os.path.join(llama_bin, "llama-quantize"), f32, os.path.join(folder, "model.gguf"), "Q4_K_M"], check=True,
+                   capture_output=True)
+    os.remove(f32)
+    write_ref(folder, load(folder, "model.gguf"), "gguf-q4_k_m")
+
+
+@torch.no_grad()
 def tiny(out_root):
     for arch in ARCHS:
         for qname, qtype in (("", None), ("-q8_0", Q.Q8_0), ("-q4_1", Q.Q4_1)):
@@ -377,6 +410,8 @@ def main():
         fuzz_seeds(os.path.join(ROOT, "tests/fuzz/corpus/gguf"))
     if a.only in (None, "tiny"):
         tiny(os.path.join(ROOT, "tests/models/real"))
+        if a.llama_bin:
+            k_quants(os.path.join(ROOT, "tests/models/real"), a.llama_bin)
     if a.only in (None, "smollm2") and a.smollm2:
         smollm2(a.smollm2, a.llama_bin, os.path.join(ROOT, "tests/models/smollm2/ref.json"))
 
