@@ -46,7 +46,7 @@ def main():
     env = dict(os.environ, SWITCHYARD_PLUGIN_DIR=os.path.abspath(os.path.join(a.build, "plugins")))
     cli = os.path.join(a.build, "switchyard")
     rows = []
-    for profile in ["fp32", "file", "int8", "int4", "int4-asym"]:
+    for profile in ["fp32", "file", "int8", "int4", "int4-asym", "int4-min"]:
         out = os.path.join(a.workdir, f"eval-{profile}.json")
         run([cli, "eval", "--manifest", manifest, "--profile", profile, "--baseline", "fp32", "--model", a.model, "--text", a.text,
              "--max-tokens", str(a.ctx * a.chunks), "--ctx", str(a.ctx), "--threads", str(a.threads), "--out", out], env)

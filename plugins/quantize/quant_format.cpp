@@ -50,18 +50,38 @@ QuantizedWeight quantize(const float* w, int64_t K, int64_t N, const QuantSpec& 
   q.n_blocks = (K + q.block_size - 1) / q.block_size;
   q.codes.assign(static_cast<size_t>(N * q.n_blocks * q.blob_bytes()), 0);
   q.scales.assign(static_cast<size_t>(N * q.n_blocks), 0.f);
-  if (!spec.symmetric) q.zero_points.assign(static_cast<size_t>(N * q.zero_point_row_bytes()), 0);
+  if (spec.float_min) q.float_zero_points.assign(static_cast<size_t>(N * q.n_blocks), 0.f);
+  else if (!spec.symmetric) q.zero_points.assign(static_cast<size_t>(N * q.zero_point_row_bytes()), 0);
   const int qmax = (1 << spec.bits) - 1, mid = 1 << (spec.bits - 1);
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t b = 0; b < q.n_blocks; ++b) {
       const int64_t k0 = b * q.block_size, k1 = std::min(K, k0 + q.block_size);
-      float lo = 0.f, hi = 0.f;  // the range always holds zero
+      float lo = 0.f, hi = 0.f;  // the range always holds zero (but for float minimums)
+      if (spec.float_min) lo = hi = w[k0 * N + n];
       for (int64_t k = k0; k < k1; ++k) {
         lo = std::min(lo, w[k * N + n]);
         hi = std::max(hi, w[k * N + n]);
       }
       float scale;
       int zp;
+      if (spec.float_min) {
+        // w = (code - zp) * scale with zp = -lo / scale: codes 0..qmax span lo..hi.
+        scale = (hi - lo) / static_cast<float>(qmax);
+        if (q.n_blocks > 1) scale = half_at_least(scale);
+        const float zpf = scale > 0 ? -lo / scale : 0.f;
+        q.float_zero_points[static_cast<size_t>(n * q.n_blocks + b)] = zpf;
+        q.scales[static_cast<size_t>(n * q.n_blocks + b)] = scale;
+        const float inv = scale > 0 ? 1.f / scale : 0.f;
+        const int64_t base = (n * q.n_blocks + b) * q.blob_bytes();
+        for (int64_t k = k0; k < q.block_size + k0; ++k) {
+          // Padding past K: the code nearest zero.
+          const float v = k < k1 ? w[k * N + n] : 0.f;
+          const int code = scale > 0 ? std::clamp(static_cast<int>(std::lround((v - lo) * inv)), 0, qmax) : 0;
+          set_nibble_or_byte(q.codes, base, k - k0, spec.bits, code);
+        }
+        if (scale == 0) q.float_zero_points[static_cast<size_t>(n * q.n_blocks + b)] = 0.f, q.scales[static_cast<size_t>(n * q.n_blocks + b)] = 0.f;
+        continue;
+      }
       if (spec.symmetric) {
         scale = std::max(-lo, hi) / static_cast<float>(mid - 1);
         zp = mid;
@@ -131,6 +151,10 @@ QuantSpec parse_scheme(const std::string& scheme, int64_t default_group) {
   if (s.size() > 5 && s.compare(s.size() - 5, 5, "-asym") == 0) {
     spec.symmetric = false;
     s.resize(s.size() - 5);
+  } else if (s.size() > 4 && s.compare(s.size() - 4, 4, "-min") == 0) {
+    spec.symmetric = false;
+    spec.float_min = true;
+    s.resize(s.size() - 4);
   }
   if (s == "int8") {
     spec.bits = 8;
@@ -139,7 +163,7 @@ QuantSpec parse_scheme(const std::string& scheme, int64_t default_group) {
     spec.bits = 4;
     spec.block_size = group > 0 ? group : default_group;
   } else {
-    throw std::invalid_argument("unknown scheme '" + scheme + "' (known: int8, int8-asym, int4, int4-asym, with ':GROUP', or none)");
+    throw std::invalid_argument("unknown scheme '" + scheme + "' (known: int8, int8-asym, int8-min, int4, int4-asym, int4-min, with ':GROUP', or none)");
   }
   if (group == 0 || group < -1 || (spec.bits == 4 && spec.block_size % 2 != 0) || (group > 0 && group % 16 != 0))
     throw std::invalid_argument("scheme '" + scheme + "': the group size must be a positive multiple of 16");
@@ -149,7 +173,7 @@ QuantSpec parse_scheme(const std::string& scheme, int64_t default_group) {
 
 std::string scheme_name(const QuantSpec& spec) {
   std::ostringstream s;
-  s << (spec.bits == 8 ? "int8" : "int4") << (spec.symmetric ? "" : "-asym");
+  s << (spec.bits == 8 ? "int8" : "int4") << (spec.float_min ? "-min" : spec.symmetric ? "" : "-asym");
   if (spec.block_size > 0) s << ':' << spec.block_size;
   return s.str();
 }

@@ -26,6 +26,10 @@ struct QuantSpec {
   int bits = 8;              // 4 or 8
   int64_t block_size = 0;    // 0: per output channel (one block of K)
   bool symmetric = true;
+  // "-min": each group's own minimum as a float zero point (-min / scale),
+  // the range min..max without forcing zero into it (GGUF's Q4_1 and
+  // K-quants' form); needs symmetric = false.
+  bool float_min = false;
 };
 
 struct QuantizedWeight {
@@ -55,7 +59,8 @@ float zero_point_value(const QuantizedWeight& q, int64_t n, int64_t block);
 // The fp32 weight the codes stand for, as W [K, N] (the test reference).
 std::vector<float> dequantize(const QuantizedWeight& q);
 
-// Parses "int8", "int8-asym", "int4", "int4:64", "int4-asym:128", "int8:32";
+// Parses "int8", "int8-asym", "int4", "int4:64", "int4-asym:128", "int8:32",
+// "int4-min" (asymmetric with float minimums);
 // int4 without ':G' takes default_group. Throws on anything else.
 QuantSpec parse_scheme(const std::string& scheme, int64_t default_group);
 std::string scheme_name(const QuantSpec& spec);

@@ -90,7 +90,10 @@ sy_value_id emit_node(GraphRef& g, const Rewrite& r, const std::string& base) {
   const QuantizedWeight& q = r.q;
   sy_value_id codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {q.N, q.n_blocks, q.blob_bytes()}, q.codes.data());
   sy_value_id scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {q.N * q.n_blocks}, q.scales.data());
-  sy_value_id zp = q.zero_points.empty()
+  sy_value_id zp = !q.float_zero_points.empty()
+                       ? g.add_constant(base + "_zero_points", SY_DTYPE_FLOAT32, {static_cast<int64_t>(q.float_zero_points.size())},
+                                        q.float_zero_points.data())
+                   : q.zero_points.empty()
                        ? SY_NO_VALUE
                        : g.add_constant(base + "_zero_points", SY_DTYPE_UINT8, {static_cast<int64_t>(q.zero_points.size())}, q.zero_points.data());
   std::vector<sy_value_id> inputs{r.a, codes, scales, zp};
@@ -120,9 +123,9 @@ void emit(GraphRef& g, const Rewrite& r) {
 
 // Siblings: same input, same format, no bias (a bias would have to be
 // concatenated too; exports with biased q/k/v, Qwen2's, stay separate).
-using SiblingKey = std::tuple<sy_value_id, int, int64_t, int64_t, bool>;
+using SiblingKey = std::tuple<sy_value_id, int, int64_t, int64_t, bool, bool>;
 SiblingKey sibling_key(const Rewrite& r) {
-  return {r.a, r.q.bits, r.q.block_size, r.q.K, r.q.zero_points.empty()};
+  return {r.a, r.q.bits, r.q.block_size, r.q.K, r.q.zero_points.empty(), r.q.float_zero_points.empty()};
 }
 
 // One node over the siblings' rows, in order, and a Split of its last axis
@@ -139,6 +142,7 @@ void emit_siblings(GraphRef& g, const std::vector<const Rewrite*>& group) {
     q.codes.insert(q.codes.end(), s.codes.begin(), s.codes.end());
     q.scales.insert(q.scales.end(), s.scales.begin(), s.scales.end());
     q.zero_points.insert(q.zero_points.end(), s.zero_points.begin(), s.zero_points.end());
+    q.float_zero_points.insert(q.float_zero_points.end(), s.float_zero_points.begin(), s.float_zero_points.end());
     parts.push_back(s.N);
     base += "+" + g.name(group[i]->node);
   }
@@ -227,7 +231,7 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
       if (auto q = qdq_weight(g, b, weight_name)) {
         r.q = std::move(*q);
         bytes_before += r.q.K * r.q.N;
-        bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size());
+        bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size() + r.q.float_zero_points.size() * 4);
         rewrites.push_back(std::move(r));
         ++from_qdq;
         continue;
@@ -265,7 +269,7 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
       throw Error("quantize: node '" + g.name(n) + "': " + e.what(), SY_INVALID_ARGUMENT);
     }
     bytes_before += K * N * 4;
-    bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size());
+    bytes_after += static_cast<int64_t>(r.q.codes.size() + r.q.scales.size() * 4 + r.q.zero_points.size() + r.q.float_zero_points.size() * 4);
     rewrites.push_back(std::move(r));
     ++quantized;
   }

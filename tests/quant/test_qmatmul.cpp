@@ -37,6 +37,8 @@ struct Case {
   // Group scales as an import may carry them (not fp16 values): the
   // kernels' fp32-scale variants instead of the half-scale ones.
   bool fp32_scales = false;
+  // Float zero points (-min / scale: "int4-min", GGUF's Q4_1 and K-quants).
+  bool float_min = false;
 };
 
 std::vector<Isa> paths() {
@@ -51,7 +53,8 @@ void check(const Case& c, Isa isa, uint32_t seed) {
   auto w = random_vector(static_cast<size_t>(c.K * c.N), rng, 0.05f);
   auto x = random_vector(static_cast<size_t>(c.M * c.K), rng);
   auto bias = random_vector(static_cast<size_t>(c.N), rng);
-  QuantizedWeight q = quantize(w.data(), c.K, c.N, {c.bits, c.group, c.symmetric});
+  QuantizedWeight q = quantize(w.data(), c.K, c.N, {c.bits, c.group, c.symmetric && !c.float_min, c.float_min});
+  ASSERT_EQ(q.float_zero_points.empty(), !c.float_min);
   if (c.fp32_scales)
     for (float& sc : q.scales) sc *= 1.0001f;
   PackedMatrix p = pack(q, isa);
@@ -103,6 +106,11 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
           for (auto [K, N] : {std::pair<int64_t, int64_t>{64, 64}, {172, 64}, {64, 172}, {1, 3}, {33, 7}, {300, 129}, {512, 96}})
             cases.push_back({M, K, N, group, bits, sym, M == 2});
       }
+  for (int bits : {8, 4})
+    for (int64_t group : {int64_t{16}, int64_t{32}, int64_t{128}})
+      for (int64_t M : {1, 2, 17})
+        for (auto [K, N] : {std::pair<int64_t, int64_t>{64, 64}, {172, 64}, {33, 7}, {512, 96}})
+          cases.push_back({M, K, N, group, bits, false, false, true});
   std::uniform_int_distribution<int64_t> dim(1, 700), rows(1, 40);
   for (int i = 0; i < 60; ++i) {
     int bits = i % 2 ? 4 : 8;
@@ -224,12 +232,13 @@ TEST(QMatMul, Int8ActivationBuildsQuantizeAsTheReferenceSays) {
 TEST(QuantFormat, RoundTripErrorIsAtMostHalfAStep) {
   std::mt19937 rng(3);
   for (int bits : {8, 4})
-    for (bool sym : {true, false})
+    for (int kind : {0, 1, 2})  // symmetric, asymmetric, float minimums
       for (int64_t group : {int64_t{0}, int64_t{32}}) {
         if (bits == 4 && group == 0) continue;
+        const bool sym = kind == 0;
         const int64_t K = 100, N = 9;
         auto w = random_vector(static_cast<size_t>(K * N), rng);
-        QuantizedWeight q = quantize(w.data(), K, N, {bits, group, sym});
+        QuantizedWeight q = quantize(w.data(), K, N, {bits, group, sym, kind == 2});
         auto wd = dequantize(q);
         for (int64_t n = 0; n < N; ++n)
           for (int64_t k = 0; k < K; ++k) {
@@ -261,6 +270,8 @@ TEST(QuantFormat, SchemesParseAndBadOnesAreNamed) {
   EXPECT_EQ(scheme_name(parse_scheme("int8", 32)), "int8");
   EXPECT_EQ(scheme_name(parse_scheme("int4", 32)), "int4:32");
   EXPECT_EQ(scheme_name(parse_scheme("int4-asym:128", 32)), "int4-asym:128");
+  EXPECT_EQ(scheme_name(parse_scheme("int4-min", 32)), "int4-min:32");
+  EXPECT_TRUE(parse_scheme("int8-min:64", 32).float_min);
   EXPECT_EQ(scheme_name(parse_scheme("int8:64", 32)), "int8:64");
   for (const char* bad : {"int3", "int4:0", "int4:10", "int4:x", "int8-sym", ""}) {
     try {
