@@ -346,9 +346,10 @@ class DecoderBuilder {
     const bool tied = !w_.find("output.weight");
     Weight head = w_.matrix(tied ? "token_embd.weight" : "output.weight");
     w_.expect_shape(head, h_.vocab, h_.dim);
+    // The last node writes "logits" itself (an Identity would be removed at
+    // load, leaving the output without its declared [.., vocab] shape).
     std::string logits = linear(x, head, "/lm_head", "lm_head.weight");
     if (h_.final_softcap > 0) logits = softcap(logits, h_.final_softcap, "/lm_head/softcap");
-    b_.node("Identity", {logits}, "/lm_head/logits");
     b_.rename_last_output("logits");
     b_.output("logits", TensorProto::FLOAT, {"batch_size", "sequence_length", std::to_string(h_.vocab)});
     for (int64_t l = 0; l < h_.layers; ++l)
