@@ -74,6 +74,14 @@ QMatMulKernel::QMatMulKernel(const sy::plugin::NodeRef& n) {
   } catch (const std::exception& e) {
     throw Error(e.what(), SY_INVALID_ARGUMENT);
   }
+  // The equivalence probe proves rewrites around this node: no activation
+  // rounding there (the best float-activation path instead).
+  if (n.graph.attr_int(n.node, SY_ATTR_PROBE).value_or(0) && int8_activations(isa_))
+    for (Isa exact : {Isa::Avx512, Isa::Avx2, Isa::Scalar})
+      if (isa_available(exact)) {
+        isa_ = exact;
+        break;
+      }
   w_ = pack(read_quantized_node(n, name_), isa_);  // in the layout the path streams
 }
 

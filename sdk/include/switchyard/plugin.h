@@ -139,6 +139,14 @@ enum {
 #define SY_ORT_OP_MATMUL_NBITS "MatMulNBits"
 #define SY_ORT_OP_GROUP_QUERY_ATTENTION "GroupQueryAttention"
 
+/* An int attribute (1) the host sets on every custom-domain node of the
+ * graphs its equivalence probe evaluates (ABI 1.5, host-side only: older
+ * plugins ignore it). A kernel whose fast path rounds intermediate values
+ * (the int8 activations of a quantized matmul) takes its exact path there:
+ * the probe proves a rewrite, and a rounding step downstream of a last-bit
+ * difference would otherwise look like a wrong rewrite. */
+#define SY_ATTR_PROBE "switchyard_probe"
+
 /* ----------------------------------------------------------- basic types */
 
 /* Element types use ONNX TensorProto.DataType codes. */
