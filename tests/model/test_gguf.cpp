@@ -176,7 +176,9 @@ TEST(Gguf, FuzzerFindingsStayFixed) {
       (void)gguf_tokenizer(f).tokenizer_json.dump();
       (void)import_gguf(f, "/nonexistent");
     });
-    if (entry.path().filename() == "gguf-token-not-utf8.gguf") EXPECT_HAS(msg, "is not valid UTF-8");
+    if (entry.path().filename() == "gguf-token-not-utf8.gguf") {
+      EXPECT_HAS(msg, "is not valid UTF-8");
+    }
   }
   EXPECT_GT(files, 0);
 }

@@ -144,6 +144,20 @@ TEST(Executor, FailedRunLeavesExecutorUsable) {
   EXPECT_EQ(ex.run(std::vector<Tensor>{x})[0].data<float>()[0], -2.f);
 }
 
+// A graph input whose dtype nothing recorded (the equivalence probe feeds
+// intermediates of exports without value_info, which shape inference could
+// not follow: optimum's SmolLM2 was refused with "must be undefined, got
+// float32") takes the tensor it is fed.
+TEST(Executor, InputOfUnrecordedDtypeTakesWhatItIsFed) {
+  Graph g = tiny_graph();
+  g.values[static_cast<size_t>(g.inputs[0])].dtype = DType::Undefined;
+  ThreadPool threads(1);
+  KernelRegistry reg = KernelRegistry::with_builtins();
+  Executor ex(std::make_shared<Graph>(g), reg, &threads);
+  Tensor x = Tensor::from<float>(Shape{2}, {1.f, 1.f});
+  EXPECT_EQ(ex.run(std::vector<Tensor>{x})[0].data<float>()[0], -2.f);
+}
+
 TEST(Registry, PriorityAndProviderSelection) {
   KernelRegistry reg = KernelRegistry::with_builtins();
   KernelDef better;
