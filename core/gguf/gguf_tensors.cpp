@@ -99,10 +99,9 @@ void q2_k(const uint8_t* b, float* y) {  // scales[16], qs[64], d, dmin
   }
 }
 
-void q3_k(const uint8_t* b, float* y) {  // hmask[32], qs[64], scales[12], d
-  const uint8_t* hm = b;
-  const uint8_t* q = b + 32;
-  const float d = f16(b + 108);
+// Q3_K's sixteen 6-bit scales, packed in 12 bytes at offset 96, unpacked
+// (still biased by 32).
+void q3_k_scales(const uint8_t* b, int8_t scales[16]) {
   uint32_t aux[4];
   std::memcpy(aux, b + 96, 12);
   const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
@@ -110,8 +109,15 @@ void q3_k(const uint8_t* b, float* y) {  // hmask[32], qs[64], scales[12], d
   aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
   aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
   aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-  int8_t scales[16];
   std::memcpy(scales, aux, 16);
+}
+
+void q3_k(const uint8_t* b, float* y) {  // hmask[32], qs[64], scales[12], d
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  const float d = f16(b + 108);
+  int8_t scales[16];
+  q3_k_scales(b, scales);
   int is = 0;
   uint8_t m = 1;
   for (int n = 0; n < QK_K; n += 128) {
@@ -293,15 +299,8 @@ void dec_q3_k(const uint8_t* b, int* c, float* s, float*) {
   const uint8_t* hm = b;
   const uint8_t* q = b + 32;
   const float d = f16(b + 108);
-  uint32_t aux[4];
-  std::memcpy(aux, b + 96, 12);
-  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
-  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
   int8_t scales[16];
-  std::memcpy(scales, aux, 16);
+  q3_k_scales(b, scales);
   for (int g = 0; g < 16; ++g) {
     const int half = g / 8, j = (g % 8) / 2, second = g % 2;
     const uint8_t mask = static_cast<uint8_t>(1 << (half * 4 + j));

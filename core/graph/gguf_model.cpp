@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_tensors.h"
+#include "graph/onnx_builder.h"
 #include "graph/onnx_import_proto.h"
 
 namespace sy {
@@ -20,85 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using onnx::TensorProto;
-
-// ---------------------------------------------------------------- ONNX graph
-class OnnxBuilder {
- public:
-  OnnxBuilder() {
-    g_ = model_.mutable_graph();
-    g_->set_name("decoder");
-  }
-
-  std::string node(const std::string& op, const std::vector<std::string>& in, const std::string& name,
-                   const std::string& domain = "") {
-    auto* n = g_->add_node();
-    n->set_op_type(op);
-    n->set_name(name);
-    if (!domain.empty()) n->set_domain(domain);
-    for (const auto& i : in) n->add_input(i);
-    n->add_output(name + "_out");
-    last_ = n;
-    return name + "_out";
-  }
-  void attr_int(const std::string& k, int64_t v) {
-    auto* a = last_->add_attribute();
-    a->set_name(k);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  }
-  void attr_ints(const std::string& k, const std::vector<int64_t>& v) {
-    auto* a = last_->add_attribute();
-    a->set_name(k);
-    a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  }
-  // Graph outputs carry fixed names: renames the last node's output.
-  void rename_last_output(const std::string& to) { last_->set_output(0, to); }
-
-  std::string ints(const std::string& name, const std::vector<int64_t>& v, bool scalar = false) {
-    auto* t = g_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(TensorProto::INT64);
-    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
-    for (int64_t x : v) t->add_int64_data(x);
-    return name;
-  }
-  std::string scalar(const std::string& name, float v) {
-    auto* t = g_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(TensorProto::FLOAT);
-    t->add_float_data(v);
-    return name;
-  }
-  template <typename T>
-  std::string tensor(const std::string& name, int32_t type, const std::vector<int64_t>& dims, const std::vector<T>& data) {
-    auto* t = g_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(type);
-    for (int64_t d : dims) t->add_dims(d);
-    t->set_raw_data(data.data(), data.size() * sizeof(T));
-    return name;
-  }
-  void input(const std::string& name, int32_t type, const std::vector<std::string>& dims) { io(g_->add_input(), name, type, dims); }
-  void output(const std::string& name, int32_t type, const std::vector<std::string>& dims) { io(g_->add_output(), name, type, dims); }
-  onnx::ModelProto& model() { return model_; }
-
- private:
-  static void io(onnx::ValueInfoProto* vi, const std::string& name, int32_t type, const std::vector<std::string>& dims) {
-    vi->set_name(name);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    for (const auto& d : dims) {
-      auto* dim = tt->mutable_shape()->add_dim();
-      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-      else dim->set_dim_param(d);
-    }
-  }
-
-  onnx::ModelProto model_;
-  onnx::GraphProto* g_;
-  onnx::NodeProto* last_ = nullptr;
-};
 
 // ---------------------------------------------------------- architectures
 // What differs between the families beyond what the tensors present show
@@ -303,7 +225,7 @@ void unpermute_vector(std::vector<float>& v, int64_t heads) {
 class DecoderBuilder {
  public:
   DecoderBuilder(const gguf::File& f, const GgufModelOptions& o, GgufModelSummary& s)
-      : f_(f), w_(f, o, s), summary_(s) {}
+      : f_(f), w_(f, o, s), summary_(s), b_("decoder") {}
 
   onnx::ModelProto& build() {
     const std::string arch = f_.require_string("general.architecture");
