@@ -1,6 +1,7 @@
-// Writes ONNX graphs node by node: the GGUF importer's decoder
-// (graph/gguf_model.cpp) and tools/synth's random-weight models. Only code
-// that builds ONNX includes it (it brings protobuf's classes).
+// Writes ONNX graphs node by node (the GGUF importer's decoder,
+// graph/gguf_model.cpp). Only core/graph includes it: it brings protobuf's
+// classes, and tools/ sees only the facade (tools/synth keeps its own
+// writer for that reason).
 #pragma once
 #include <onnx/onnx_pb.h>
 

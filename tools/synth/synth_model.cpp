@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "facade/engine.h"
-#include "graph/onnx_builder.h"
 
 namespace sy {
 
@@ -43,16 +42,70 @@ namespace {
 
 using onnx::TensorProto;
 
-// The ONNX builder plus deterministic random weights, placed in an
-// external data file when the model is large.
-class Builder : public OnnxBuilder {
+class Builder {
  public:
   Builder(const SynthConfig& c, uint64_t seed, std::ofstream* ext, const std::string& ext_name)
-      : OnnxBuilder("synth_" + c.name), state_(seed * 0x9e3779b97f4a7c15ull + 1), ext_(ext), ext_name_(ext_name) {}
+      : state_(seed * 0x9e3779b97f4a7c15ull + 1), ext_(ext), ext_name_(ext_name) {
+    g_ = model_.mutable_graph();
+    g_->set_name("synth_" + c.name);
+  }
 
-  std::string int_scalar(const std::string& name, int64_t v) { return ints(name, {v}, true); }
+  std::string node(const std::string& op, const std::vector<std::string>& in, const std::string& name, int outputs = 1,
+                   std::vector<std::string>* outs = nullptr) {
+    auto* n = g_->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const auto& i : in) n->add_input(i);
+    std::string first;
+    for (int k = 0; k < outputs; ++k) {
+      std::string o = name + (outputs > 1 ? "_out" + std::to_string(k) : "_out");
+      n->add_output(o);
+      if (k == 0) first = o;
+      if (outs) outs->push_back(o);
+    }
+    last_ = n;
+    return first;
+  }
+  void attr_int(const std::string& k, int64_t v) {
+    auto* a = last_->add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  void attr_ints(const std::string& k, const std::vector<int64_t>& v) {
+    auto* a = last_->add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  std::string ints(const std::string& name, const std::vector<int64_t>& v) {
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return name;
+  }
+  std::string int_scalar(const std::string& name, int64_t v) {
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::INT64);
+    t->add_int64_data(v);
+    return name;
+  }
+  std::string scalar(const std::string& name, float v) {
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::FLOAT);
+    t->add_float_data(v);
+    return name;
+  }
   std::string floats(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
-    place(initializer(name, TensorProto::FLOAT, dims), v);
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    place(t, v);
     return name;
   }
   // Deterministic N(mean, std^2) weights (xorshift + Box-Muller).
@@ -68,6 +121,11 @@ class Builder : public OnnxBuilder {
     }
     return floats(name, dims, v);
   }
+  void input(const std::string& name, int32_t type, const std::vector<std::string>& dims) { io(g_->add_input(), name, type, dims); }
+  void output(const std::string& name, int32_t type, const std::vector<std::string>& dims) { io(g_->add_output(), name, type, dims); }
+  // Renames the output of the last node (graph outputs carry fixed names).
+  void rename_last_output(const std::string& to) { last_->set_output(0, to); }
+  onnx::ModelProto& model() { return model_; }
 
  private:
   uint64_t next() {
@@ -94,10 +152,23 @@ class Builder : public OnnxBuilder {
       t->set_raw_data(v.data(), bytes);
     }
   }
+  static void io(onnx::ValueInfoProto* vi, const std::string& name, int32_t type, const std::vector<std::string>& dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    for (const auto& d : dims) {
+      auto* dim = tt->mutable_shape()->add_dim();
+      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+      else dim->set_dim_param(d);
+    }
+  }
 
   uint64_t state_;
   std::ofstream* ext_;
   std::string ext_name_;
+  onnx::ModelProto model_;
+  onnx::GraphProto* g_;
+  onnx::NodeProto* last_ = nullptr;
 };
 
 }  // namespace
