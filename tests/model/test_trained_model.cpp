@@ -30,14 +30,17 @@ std::string gguf_path() {
   return p && std::filesystem::exists(p) ? p : "";
 }
 
-#define REQUIRE_TRAINED_MODEL()                                                                                  \
-  do {                                                                                                           \
-    if (gguf_path().empty()) {                                                                                   \
-      if (std::getenv("SWITCHYARD_REQUIRE_TRAINED_MODEL"))                                                       \
-        FAIL() << "SWITCHYARD_SMOLLM2_GGUF does not name the SmolLM2 GGUF (scripts/fetch-smollm2.sh fetches it)"; \
-      GTEST_SKIP() << "SWITCHYARD_SMOLLM2_GGUF not set (scripts/fetch-smollm2.sh fetches the file)";            \
-    }                                                                                                            \
-  } while (0)
+// Every test here needs the file: a fixture that fails without it under CI
+// (SWITCHYARD_REQUIRE_TRAINED_MODEL) and skips without it elsewhere.
+class WithTrainedModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gguf_path().empty()) return;
+    if (std::getenv("SWITCHYARD_REQUIRE_TRAINED_MODEL"))
+      FAIL() << "SWITCHYARD_SMOLLM2_GGUF does not name the SmolLM2 GGUF (scripts/fetch-smollm2.sh fetches it)";
+    GTEST_SKIP() << "SWITCHYARD_SMOLLM2_GGUF is not set (scripts/fetch-smollm2.sh fetches the file)";
+  }
+};
 
 const nlohmann::json& ref() {
   static const nlohmann::json j = test::read_json(test::source_dir() + "/tests/models/smollm2/ref.json");
@@ -71,12 +74,11 @@ double top_logit_error(const std::vector<float>& logits, const nlohmann::json& t
   return worst;
 }
 
-class TrainedModel : public ::testing::TestWithParam<std::string> {};
+class TrainedModel : public WithTrainedModel, public ::testing::WithParamInterface<std::string> {};
 
 // Float32 weights: every mode gives transformers' tokens. (The logits bound:
 // max 8e-5 measured on logits of magnitude ~26, 30 layers.)
 TEST_P(TrainedModel, DequantizedMatchesTransformersTokenForToken) {
-  REQUIRE_TRAINED_MODEL();
   const std::string profile = GetParam() == "default" ? "" : GetParam();
   auto s = Session::create(config(profile, true));
   std::vector<GenerationRequest> batch;
@@ -103,8 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "base
 // do the same), which moves near-ties: greedy outputs equal transformers'
 // on 3 of these 6 prompts, 96 of 132 tokens before the first difference
 // (measured, docs/gguf.md); float32 weights give 6 of 6 (the test above).
-TEST(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
-  REQUIRE_TRAINED_MODEL();
+using TrainedModelQuantized = WithTrainedModel;
+TEST_F(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
   for (const char* profile : {"", "baseline"}) {
     auto s = Session::create(config(profile, false));
     int agree = 0, total = 0;
@@ -123,8 +125,8 @@ TEST(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
 
 // The chat template and tokenizer carried in the file render and encode the
 // prompts transformers made.
-TEST(TrainedModelText, ChatPromptsAndTokenizerMatchTheReferences) {
-  REQUIRE_TRAINED_MODEL();
+using TrainedModelText = WithTrainedModel;
+TEST_F(TrainedModelText, ChatPromptsAndTokenizerMatchTheReferences) {
   const auto tmpl = ChatTemplate::from_model_dir(gguf_path());
   ASSERT_TRUE(tmpl);
   const auto tok = load_tokenizer(gguf_path());

@@ -76,7 +76,8 @@ ARCHS = {
     "phi3": dict(fused=True),
     # head_dim 256: transformers takes query_pre_attn_scalar (not in GGUF) as its default 256, llama.cpp 1/sqrt(head_dim)
     "gemma2": dict(gemma=True, post_norms=True, softcap=(50.0, 30.0), window=6, head_dim=256),
-    "gemma3": dict(gemma=True, post_norms=True, qk_norm=True, window=6, head_dim=256, layers=6),
+    # F16 matrices: six layers of 256-wide heads stay under 5 MB
+    "gemma3": dict(gemma=True, post_norms=True, qk_norm=True, window=6, head_dim=256, layers=6, f16=True),
 }
 
 
@@ -123,7 +124,9 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128):
         return (rng.standard_normal((n, k)) * scale).astype(np.float32)
 
     def put(name, a, matrix=True):
-        if matrix and qtype is not None:
+        if matrix and qtype is None and spec.get("f16") and a.ndim == 2:
+            w.add_tensor(name, a.astype(np.float16))
+        elif matrix and qtype is not None:
             w.add_tensor(name, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
         else:
             w.add_tensor(name, a)
