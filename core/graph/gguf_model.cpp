@@ -69,6 +69,11 @@ Hparams read_hparams(const gguf::File& f, const std::string& arch, const ArchRul
                     f.label() << ": metadata '" << key(k) << "' differs between layers, which this importer does not support");
     return v->front();
   };
+  // Mixtral is written as llama with experts: refused by name, not by a
+  // missing dense tensor.
+  if (auto experts = f.get_int(key("expert_count")); experts && *experts > 0)
+    SY_THROW_KIND(ErrorKind::Unsupported, f.label() << ": '" << key("expert_count") << "' = " << *experts
+                                                    << ": mixture-of-experts layers are not supported");
   Hparams h;
   h.layers = f.require_int(key("block_count"));
   h.dim = f.require_int(key("embedding_length"));

@@ -155,6 +155,16 @@ TEST(Gguf, MalformedFilesAreRefusedNamingTheProblem) {
   const uint32_t wrong = 48;
   std::memcpy(bad.data() + width, &wrong, 4);
   EXPECT_HAS(error_of_bytes(bad), "token_embd.weight");
+  // Mixtral-style experts under the llama architecture (the key
+  // llama.attention.head_count_kv renamed llama.expert_count, its length
+  // prefix with it, bytes appended so the data keeps its place): refused by name.
+  bad = good;
+  const size_t key_at = find(bad, "llama.attention.head_count_kv");
+  const uint64_t len = std::strlen("llama.expert_count");
+  std::memcpy(bad.data() + key_at - 8, &len, 8);
+  bad.replace(key_at, std::strlen("llama.attention.head_count_kv"), "llama.expert_count");
+  bad.append(std::strlen("llama.attention.head_count_kv") - len, '\0');
+  EXPECT_HAS(error_of_bytes(bad), "'llama.expert_count' = 1: mixture-of-experts layers are not supported");
   // A metadata length past the end.
   bad = good;
   const uint64_t huge = uint64_t{1} << 40;
