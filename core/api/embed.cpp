@@ -1,7 +1,8 @@
-// The C embedding API (sdk/include/switchyard/switchyard.h) over the C++
-// core: a Session with its asynchronous step engine, the tokenizer, and per
-// request the streamed text with stop strings. Every entry point catches
-// exceptions; none crosses into C.
+// The C embedding API (sdk/include/switchyard/switchyard.h): a thin layer
+// over the C++ facade (facade/engine.h) and the model folder it opened,
+// adding what C needs: status codes and sy_last_error instead of
+// exceptions (none crosses into C), versioned structs, and per request the
+// streamed text with stop strings.
 #include "switchyard/switchyard.h"
 
 #include <algorithm>
@@ -17,11 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "chat/chat_template.h"
-#include "engine/model_io.h"
-#include "engine/kv_events.h"
-#include "engine/session.h"
-#include "tokenizer/tokenizer.h"
+#include "facade/engine.h"
 
 namespace {
 
@@ -115,7 +112,7 @@ size_t incomplete_utf8_tail(const std::string& s) {
 struct RequestState {
   std::mutex mu;
   std::condition_variable cv;
-  sy::StepEngine* engine = nullptr;
+  sy::Engine* engine = nullptr;
   std::unique_ptr<sy::StreamDecoder> decoder;  // null without a tokenizer
   uint64_t id = 0;
   std::vector<int32_t> tokens;
@@ -170,14 +167,14 @@ struct RequestState {
 // A tokenizer with its chat template: an engine's, or one opened on its own
 // (sy_tokenizer_open) by a router or an ingress that runs no model.
 struct sy_tokenizer {
-  std::unique_ptr<sy::Tokenizer> tokenizer;  // null: the engine has none
+  std::shared_ptr<const sy::Tokenizer> tokenizer;  // null: the engine has none
   std::optional<sy::ChatTemplate> chat_template;
   std::string path;  // the tokenizer file ("" if none)
   std::string where; // what error messages name when there is no template
 };
 
 struct sy_engine {
-  std::unique_ptr<sy::Session> session;
+  std::unique_ptr<sy::Engine> engine;
   sy_tokenizer tok;
   std::string model_path;
   std::string model_name;
@@ -260,28 +257,25 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
         return fail(SY_API_NOT_FOUND, "sy_engine_create: no options.manifest, and no default manifest is installed beside the "
                                       "library (share/switchyard/default.yaml)");
     }
-    o.manifest = manifest.c_str();
-    sy::EngineConfig cfg = sy::Manifest::load(o.manifest).resolve(o.profile ? o.profile : "");
-    if (o.model) cfg.model = o.model;
-    if (o.threads > 0) cfg.threads = o.threads;
+    sy::EngineOptions eo;
+    eo.manifest = manifest;
+    eo.profile = o.profile ? o.profile : "";
+    eo.model = o.model ? o.model : "";
+    eo.threads = o.threads;
+    eo.tokenizer = o.tokenizer ? o.tokenizer : "";
+    eo.chat_template = o.chat_template ? o.chat_template : "";
     auto e = std::make_unique<sy_engine>();
-    e->session = sy::Session::create(cfg);
-    if (!e->session->step_engine())
-      return fail(SY_API_INVALID_ARGUMENT, std::string(o.manifest) +
-                                               ": the embedding API serves requests with the step engine: the profile must "
-                                               "select a cache manager ('cache:') and the attention-fusion pass");
-    if (o.tokenizer) cfg.tokenizer = o.tokenizer;
-    std::string tok = cfg.tokenizer.empty() ? sy::find_tokenizer_beside(cfg.model) : cfg.tokenizer;
-    if (!tok.empty()) e->tok.tokenizer = sy::load_tokenizer(tok);
-    e->tok.path = tok;
-    e->model_path = e->session->model().path();
+    e->engine = sy::Engine::open(eo);
+    if (!e->engine->has_step_engine())
+      return fail(SY_API_INVALID_ARGUMENT, manifest + ": the embedding API serves requests with the step engine: the profile must "
+                                                      "select a cache manager ('cache:') and the attention-fusion pass");
+    const sy::ModelFolder& folder = e->engine->folder();
+    if (!folder.tokenizer_file().empty()) e->tok.tokenizer = folder.tokenizer();
+    e->tok.path = folder.tokenizer_file();
+    e->model_path = folder.model_file();
     e->tok.where = e->model_path;
-    // The chat template: the one asked for, else the tokenizer's folder's,
-    // else the model folder's.
-    if (o.chat_template) e->tok.chat_template = sy::ChatTemplate::from_file(o.chat_template);
-    if (!e->tok.chat_template && !tok.empty()) e->tok.chat_template = sy::ChatTemplate::from_model_dir(tok);
-    if (!e->tok.chat_template) e->tok.chat_template = sy::ChatTemplate::from_model_dir(e->model_path);
-    const sy::SamplingDefaults d = sy::model_sampling_defaults(e->model_path);
+    e->tok.chat_template = folder.chat_template();
+    const sy::SamplingDefaults d = folder.sampling_defaults();
     nlohmann::ordered_json defaults = nlohmann::ordered_json::object();
     // The decimal the file wrote (0.6, not the float's 0.6000000238...).
     auto decimal = [](float f) {
@@ -296,8 +290,7 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
     if (d.repetition_penalty) defaults["repetition_penalty"] = decimal(*d.repetition_penalty);
     if (!d.empty()) defaults["source"] = d.source;
     e->sampling_defaults = defaults.dump();
-    std::string stem = cfg.model.substr(cfg.model.find_last_of('/') + 1);
-    e->model_name = stem.size() > 5 && stem.substr(stem.size() - 5) == ".onnx" ? stem.substr(0, stem.size() - 5) : stem;
+    e->model_name = folder.name();
     *out = e.release();
     return static_cast<sy_api_status>(SY_API_OK);
   });
@@ -312,7 +305,7 @@ void sy_engine_destroy(sy_engine* engine) {
 
 const char* sy_engine_model_name(const sy_engine* engine) { return engine ? engine->model_name.c_str() : ""; }
 int32_t sy_engine_max_context(const sy_engine* engine) {
-  return engine ? static_cast<int32_t>(engine->session->model().max_context()) : 0;
+  return engine ? static_cast<int32_t>(engine->engine->max_context()) : 0;
 }
 int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tok.tokenizer ? 1 : 0; }
 const char* sy_engine_model_path(const sy_engine* engine) { return engine ? engine->model_path.c_str() : ""; }
@@ -411,7 +404,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     }
     auto* on_logprobs = p->on_logprobs;
     auto st = std::make_shared<RequestState>();
-    st->engine = engine->session->step_engine();
+    st->engine = engine->engine.get();
     // Streamed text leaves special tokens out (end-of-sequence among them).
     if (engine->tok.tokenizer) st->decoder = std::make_unique<sy::StreamDecoder>(*engine->tok.tokenizer, req.prompt, true);
     for (int32_t i = 0; i < p->num_stop; ++i)
@@ -421,7 +414,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     st->user = p->user;
     st->info.struct_size = sizeof(sy_request_info);
     st->info.prompt_tokens = static_cast<int32_t>(req.prompt.size());
-    sy::StepEngine::Callbacks cb;
+    sy::RequestCallbacks cb;
     cb.on_token = [st](uint64_t, int tok) {
       std::string piece;
       bool stop_now = false;
@@ -555,7 +548,7 @@ void sy_request_release(sy_request* r) {
 sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
   return guarded([&]() -> sy_api_status {
     if (!engine) return fail(SY_API_INVALID_ARGUMENT, "sy_engine_metrics: engine is required");
-    sy::StepEngineMetrics m = engine->session->step_engine()->metrics();
+    sy::StepEngineMetrics m = engine->engine->metrics();
     sy_metrics r{};
     r.struct_size = sizeof(r);
     r.running = m.running;
@@ -573,14 +566,12 @@ sy_api_status sy_engine_metrics(const sy_engine* engine, sy_metrics* out) {
     r.spec_drafts = m.spec_drafts;
     r.spec_draft_tokens = m.spec_draft_tokens;
     r.spec_accepted_tokens = m.spec_accepted_tokens;
-    if (const sy::TokenMasker* masker = engine->session->token_masker()) {
-      const sy::ConstraintMetrics c = masker->metrics();
-      r.constrained_requests = c.requests;
-      r.constraint_refusals = c.refused;
-      r.constraint_compile_ms = c.compile_ms;
-      r.constraint_mask_ms = c.mask_ms;
-      r.constraint_mask_rows = c.mask_rows;
-    }
+    const sy::ConstraintMetrics c = engine->engine->constraint_metrics();
+    r.constrained_requests = c.requests;
+    r.constraint_refusals = c.refused;
+    r.constraint_compile_ms = c.compile_ms;
+    r.constraint_mask_ms = c.mask_ms;
+    r.constraint_mask_rows = c.mask_rows;
     write_struct(out, r, SY_SIZE_THROUGH(sy_metrics, struct_size), "sy_engine_metrics: out");
     return static_cast<sy_api_status>(SY_API_OK);
   });
@@ -608,19 +599,19 @@ const char* sy_default_manifest(void) {
 }
 
 int32_t sy_engine_vocab_size(const sy_engine* engine) {
-  return engine ? static_cast<int32_t>(std::max<int64_t>(engine->session->model().vocab_size(), 0)) : 0;
+  return engine ? static_cast<int32_t>(std::max<int64_t>(engine->engine->vocab_size(), 0)) : 0;
 }
 
 sy_api_status sy_logits(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity) {
   return guarded([&]() -> sy_api_status {
     if (!engine || !ids || num_ids <= 0 || !out) return fail(SY_API_INVALID_ARGUMENT, "sy_logits: engine, ids (num_ids > 0) and out are required");
     const std::vector<int> prompt(ids, ids + num_ids);
-    const sy::Tensor logits = engine->session->step_engine()->prompt_logits(prompt);
-    const int64_t n = logits.dim(0) * logits.dim(1);
+    const std::vector<float> logits = engine->engine->prompt_logits(prompt);
+    const int64_t n = static_cast<int64_t>(logits.size());
     if (capacity < n)
       return fail(SY_API_INVALID_ARGUMENT, "sy_logits: out holds " + std::to_string(capacity) + " floats; the logits are " +
-                                               std::to_string(logits.dim(0)) + " x " + std::to_string(logits.dim(1)));
-    std::memcpy(out, logits.data<float>(), static_cast<size_t>(n) * sizeof(float));
+                                               std::to_string(num_ids) + " x " + std::to_string(n / num_ids));
+    std::memcpy(out, logits.data(), static_cast<size_t>(n) * sizeof(float));
     return static_cast<sy_api_status>(SY_API_OK);
   });
 }
@@ -631,11 +622,11 @@ sy_api_status sy_tokenizer_open(const char* path, const char* chat_template, sy_
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return fail(SY_API_NOT_FOUND, std::string("sy_tokenizer_open: ") + path + " does not exist");
     auto t = std::make_unique<sy_tokenizer>();
-    t->tokenizer = sy::load_tokenizer(path);
+    t->tokenizer = sy::load_tokenizer(sy::ModelFolder::tokenizer_file_of(path));
     t->path = path;
     t->where = path;
-    if (chat_template) t->chat_template = sy::ChatTemplate::from_file(chat_template);
-    if (!t->chat_template) t->chat_template = sy::ChatTemplate::from_model_dir(path);
+    if (chat_template) t->chat_template = sy::ModelFolder::chat_template_file(chat_template);
+    if (!t->chat_template) t->chat_template = sy::ModelFolder::chat_template_of(path);
     *out = t.release();
     return static_cast<sy_api_status>(SY_API_OK);
   });
@@ -685,7 +676,7 @@ sy_api_status sy_tokenizer_chat_render(const sy_tokenizer* tokenizer, const char
   return chat_render(tokenizer, "sy_tokenizer_chat_render", request_json, text, capacity, length);
 }
 
-int32_t sy_engine_kv_block_size(const sy_engine* engine) { return engine ? engine->session->step_engine()->kv_block_size() : 0; }
+int32_t sy_engine_kv_block_size(const sy_engine* engine) { return engine ? engine->engine->kv_block_size() : 0; }
 
 sy_api_status sy_block_hashes(int32_t block_size, const int32_t* ids, int32_t num_ids, uint64_t* hashes, int32_t capacity,
                               int32_t* count) {
@@ -702,11 +693,11 @@ sy_api_status sy_block_hashes(int32_t block_size, const int32_t* ids, int32_t nu
 sy_api_status sy_kv_events_enable(sy_engine* engine, int32_t capacity) {
   return guarded([&]() -> sy_api_status {
     if (!engine || capacity < 0) return fail(SY_API_INVALID_ARGUMENT, "sy_kv_events_enable: engine and capacity >= 0 are required");
-    sy::StepEngine* se = engine->session->step_engine();
-    if (!se->cache().has_events())
-      return fail(SY_API_UNSUPPORTED, "sy_kv_events_enable: the cache manager (" + se->cache().label() +
-                                          ") reports no KV-cache events (the prefix-caching cache does)");
-    se->kv_events().enable(static_cast<size_t>(capacity));
+    try {
+      engine->engine->enable_kv_events(static_cast<size_t>(capacity));
+    } catch (const sy::Error& e) {
+      return fail(status_for(e.kind()), std::string("sy_kv_events_enable: ") + e.what());
+    }
     return static_cast<sy_api_status>(SY_API_OK);
   });
 }
@@ -715,8 +706,7 @@ sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_kv_even
   return guarded([&]() -> sy_api_status {
     if (!engine || max < 0 || !events || !count)
       return fail(SY_API_INVALID_ARGUMENT, "sy_kv_events_poll: engine, events and count are required (max >= 0)");
-    sy::StepEngine* se = engine->session->step_engine();
-    engine->polled_events = se->kv_events().poll(static_cast<size_t>(max));
+    engine->polled_events = engine->engine->poll_kv_events(static_cast<size_t>(max));
     engine->polled_structs.assign(engine->polled_events.size(), sy_kv_event{});
     engine->polled_pointers.clear();
     for (size_t i = 0; i < engine->polled_events.size(); ++i) {
@@ -729,7 +719,7 @@ sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_kv_even
       o.parent_hash = e.parent;
       o.tokens = e.tokens.empty() ? nullptr : e.tokens.data();
       o.num_tokens = static_cast<int32_t>(e.tokens.size());
-      o.device = se->kv_events().device();
+      o.device = engine->engine->kv_events_device();
       o.timestamp = e.timestamp;
       engine->polled_pointers.push_back(&o);
     }
@@ -743,7 +733,7 @@ sy_api_status sy_kv_export(sy_engine* engine, const int32_t* ids, int32_t num_id
   return guarded([&]() -> sy_api_status {
     if (!engine || !ids || num_ids <= 0 || !size || capacity < 0 || (capacity > 0 && !out))
       return fail(SY_API_INVALID_ARGUMENT, "sy_kv_export: engine, ids (num_ids > 0) and size are required (out with capacity > 0)");
-    const std::string data = engine->session->step_engine()->export_kv(std::vector<int32_t>(ids, ids + num_ids));
+    const std::string data = engine->engine->export_kv(std::vector<int32_t>(ids, ids + num_ids));
     *size = static_cast<int64_t>(data.size());
     if (capacity > 0) std::memcpy(out, data.data(), static_cast<size_t>(std::min<int64_t>(capacity, *size)));
     return static_cast<sy_api_status>(SY_API_OK);
@@ -754,7 +744,7 @@ sy_api_status sy_kv_import(sy_engine* engine, const void* data, int64_t size, in
   return guarded([&]() -> sy_api_status {
     if (!engine || !data || size <= 0) return fail(SY_API_INVALID_ARGUMENT, "sy_kv_import: engine and data (size > 0) are required");
     const int32_t n =
-        engine->session->step_engine()->import_kv(std::string(static_cast<const char*>(data), static_cast<size_t>(size)));
+        engine->engine->import_kv(std::string(static_cast<const char*>(data), static_cast<size_t>(size)));
     if (cached_tokens) *cached_tokens = n;
     return static_cast<sy_api_status>(SY_API_OK);
   });

@@ -1,18 +1,18 @@
 #include "engine/decoder_model.h"
 #include "switchyard/plugin.h"
 
-#include <filesystem>
 #include <set>
 
 namespace sy {
 
-std::unique_ptr<Executor> prepare_executor(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
+std::unique_ptr<Executor> prepare_executor(const ModelFolder& folder, const KernelRegistry& registry, ThreadPool* threads,
                                            const ModelOptions& options, const std::vector<GraphPass*>& passes,
                                            PreparedGraphReport* report) {
+  const std::string& path = folder.model_file();
   // One door for both formats: a GGUF file becomes the ONNX graph an
   // exporter would have written (graph/gguf_model.h).
   GgufModelSummary gguf;
-  const bool is_gguf = is_gguf_file(path);
+  const bool is_gguf = folder.is_gguf();
   auto graph = std::make_shared<Graph>(is_gguf ? import_gguf_file(path, options.import, options.gguf, &gguf)
                                                : import_onnx_file(path, options.import));
   if (report && is_gguf) report->gguf = gguf;
@@ -32,12 +32,10 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
     simplify_graph(*graph, pctx);
     if (report) report->op_counts_after.emplace_back("simplify", graph->op_counts());
   }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const std::optional<GenaiConfig> genai = read_genai_config(dir);
   for (GraphPass* p : passes) {
     // Plugin passes get the model's facts and subgraph evaluation, and their
     // rewrites are proven against the original before they are accepted.
-    PassEnv env = make_pass_env(*graph, path, genai ? &*genai : nullptr, registry, threads);
+    PassEnv env = make_pass_env(*graph, path, folder.genai(), registry, threads);
     pctx.env = &env;
     const std::optional<Graph> before = p->probed() ? std::optional<Graph>(*graph) : std::nullopt;
     bool changed = false;
@@ -85,20 +83,21 @@ std::unique_ptr<Executor> prepare_executor(const std::string& path, const Kernel
   }
 }
 
-std::unique_ptr<DecoderModel> DecoderModel::load(const std::string& path, const KernelRegistry& registry,
+std::unique_ptr<DecoderModel> DecoderModel::load(const ModelFolder& folder, const KernelRegistry& registry,
                                                  ThreadPool* threads, const ModelOptions& options,
                                                  const std::vector<GraphPass*>& passes, PreparedGraphReport* report) {
   auto m = std::unique_ptr<DecoderModel>(new DecoderModel());
-  m->path_ = resolve_model_file(path);
-  m->genai_ = read_genai_config(std::filesystem::path(m->path_).parent_path().string());
-  m->executor_ = prepare_executor(m->path_, registry, threads, options, passes, report);
+  const std::string& path = folder.argument();
+  m->path_ = folder.model_file();
+  if (folder.genai()) m->genai_ = *folder.genai();
+  m->executor_ = prepare_executor(folder, registry, threads, options, passes, report);
   const Graph* graph = &m->executor_->graph();
   m->discover_interface();
-  m->eos_ids_ = model_eos_ids(m->path_, m->genai_ ? &*m->genai_ : nullptr);
+  m->eos_ids_ = folder.eos_ids();
   if (options.max_context > 0) {
     m->max_context_ = options.max_context;
-  } else if (m->genai_ && m->genai_->context_length > 0) {
-    m->max_context_ = m->genai_->context_length;
+  } else if (folder.context_length() > 0) {
+    m->max_context_ = folder.context_length();
   } else {
     for (const char* key : {"max_position_embeddings", "context_length", "max_seq_len", "n_ctx"}) {
       auto it = graph->metadata.find(key);

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_io.h"
 #include "graph/gguf_model.h"
+#include "graph/model_io.h"
+#include "model/model_folder.h"
 #include "graph/onnx_import.h"
 #include "passes/equivalence_probe.h"
 #include "passes/pass.h"
@@ -41,16 +42,23 @@ struct PreparedGraphReport {
 
 // Import, simplify, run the passes, simplify again, plan: the graph as the
 // executor will run it. Errors name the model file.
-std::unique_ptr<Executor> prepare_executor(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
+std::unique_ptr<Executor> prepare_executor(const ModelFolder& folder, const KernelRegistry& registry, ThreadPool* threads,
                                            const ModelOptions& options, const std::vector<GraphPass*>& passes,
                                            PreparedGraphReport* report);
 
 class DecoderModel {
  public:
-  static std::unique_ptr<DecoderModel> load(const std::string& path, const KernelRegistry& registry, ThreadPool* threads,
+  static std::unique_ptr<DecoderModel> load(const ModelFolder& folder, const KernelRegistry& registry, ThreadPool* threads,
                                             const ModelOptions& options = {},
                                             const std::vector<GraphPass*>& passes = {},
                                             PreparedGraphReport* report = nullptr);
+  // A model argument opened as its folder (ModelFolder::open).
+  static std::unique_ptr<DecoderModel> load(const std::string& model, const KernelRegistry& registry, ThreadPool* threads,
+                                            const ModelOptions& options = {},
+                                            const std::vector<GraphPass*>& passes = {},
+                                            PreparedGraphReport* report = nullptr) {
+    return load(ModelFolder::open(model), registry, threads, options, passes, report);
+  }
 
   Executor& executor() { return *executor_; }
   const Graph& graph() const { return executor_->graph(); }
@@ -65,8 +73,7 @@ class DecoderModel {
   // PagedAttention nodes: the model then runs in the step engine only.
   bool paged_attention() const { return paged_; }
   int64_t vocab_size() const { return vocab_size_; }  // -1 if not static
-  // End-of-sequence ids: genai_config.json, generation_config.json or
-  // config.json beside the model (one id or a list), else 2 (llama2.c).
+  // End-of-sequence ids (ModelFolder::eos_ids).
   const std::vector<int>& eos_ids() const { return eos_ids_; }
   // Whether tok ends a sequence: a request's own list, else the model's.
   bool is_eos(int tok, const std::vector<int>& request_ids) const {
@@ -77,7 +84,7 @@ class DecoderModel {
   // limit, or with a token id outside the vocabulary.
   void check_prompt(const std::vector<int>& prompt) const;
   DType kv_dtype() const { return kv_dtype_; }
-  // The interface by role (engine/model_io.h) and genai_config.json if any.
+  // The interface by role (graph/model_io.h) and genai_config.json if any.
   const ModelIO& io() const { return io_; }
   const std::optional<GenaiConfig>& genai_config() const { return genai_; }
   // Rows are right-padded and positions come from the mask sums

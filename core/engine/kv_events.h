@@ -16,27 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/step_metrics.h"
 #include "plugin_host/components.h"
 
 namespace sy {
-
-// Block i's hash: 64-bit FNV-1a over the previous block's hash (8 bytes,
-// little-endian; 0 before the first block) followed by the block's tokens
-// (4 bytes each, little-endian). Documented in switchyard.h (sy_block_hashes).
-uint64_t kv_block_hash(uint64_t parent, const int32_t* tokens, int32_t n);
-// The hashes of the full blocks of ids, in order.
-std::vector<uint64_t> kv_block_hashes(const int32_t* ids, int64_t n, int32_t block_size);
-
-enum class KvEventKind : int32_t { Stored = 1, Removed = 2, AllCleared = 3, Lost = 4 };
-
-struct KvEvent {
-  KvEventKind kind;
-  uint64_t sequence;     // 1, 2, 3, ... in the order the cache changed
-  uint64_t hash = 0;     // Stored, Removed
-  uint64_t parent = 0;   // Stored: the previous block's hash (0: the first block)
-  std::vector<int32_t> tokens;  // Stored
-  double timestamp = 0;  // seconds since the Unix epoch
-};
 
 // Thread-safe: the engine records, any thread enables and polls.
 class KvEventLog {

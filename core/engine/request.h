@@ -73,6 +73,15 @@ struct GenerationResult {
   double tpot_ms() const { return tokens.size() > 1 ? (e2e_ms - ttft_ms) / static_cast<double>(tokens.size() - 1) : 0; }
 };
 
+// What the step engine calls as a submitted request runs (on its thread):
+// each token, its log-probabilities first when sampling.logprobs >= 0, and
+// the result when the request ends for whatever reason.
+struct RequestCallbacks {
+  std::function<void(uint64_t id, int token)> on_token;
+  std::function<void(uint64_t id, const TokenLogprobs&)> on_logprobs;
+  std::function<void(uint64_t id, const GenerationResult&)> on_finish;
+};
+
 // Called for every generated token: (request index, token id).
 using TokenCallback = std::function<void(size_t, int)>;
 

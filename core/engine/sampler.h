@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/sampling_defaults.h"
+
 namespace sy {
 
 struct SamplingParams {
@@ -31,18 +33,6 @@ struct SamplingParams {
   // token's, k > 0 also the k most likely (OpenAI's top_logprobs, up to 20).
   int logprobs = -1;
   bool penalized() const { return presence_penalty != 0.f || frequency_penalty != 0.f || repetition_penalty != 1.f; }
-};
-
-// The sampling a model's authors recommend: generation_config.json's
-// temperature, top_p, top_k, min_p and repetition_penalty (or
-// genai_config.json's "search" section). Request fields left unset take
-// these, as vLLM does; with do_sample false, only the repetition penalty
-// applies (the model is meant to be decoded greedily).
-struct SamplingDefaults {
-  std::optional<float> temperature, top_p, min_p, repetition_penalty;
-  std::optional<int> top_k;
-  std::string source;  // the file they came from ("" when none)
-  bool empty() const { return !temperature && !top_p && !min_p && !repetition_penalty && !top_k; }
 };
 
 // The log-probability of one generated token and the most likely

@@ -1,7 +1,7 @@
 #include "engine/session.h"
 
 #include "device/device_registry.h"
-#include "tokenizer/tokenizer.h"
+#include "text/tokenizer.h"
 #include "switchyard/plugin.h"
 
 #include <exception>
@@ -63,6 +63,7 @@ std::unique_ptr<Session> Session::create_exactly(const EngineConfig& config) {
   s->config_ = config;
   SY_CHECK(!config.model.empty(), (config.manifest_path.empty() ? std::string("no model given")
                                                                  : config.manifest_path + ": no model (set 'model:' or pass --model)"));
+  s->folder_ = ModelFolder::open(config.model, {config.tokenizer, config.chat_template});
   s->load_plugins();
   s->select_components();
   s->open_device();
@@ -144,7 +145,7 @@ void Session::prepare_model() {
   mo.import.max_tensors = config_.limits.max_tensors;
   mo.import.max_graph_depth = config_.limits.max_graph_depth;
   mo.gguf.dequantize = config_.gguf_dequantize;
-  model_ = DecoderModel::load(config_.model, kernels_, threads_.get(), mo, pass_ptrs, &report_);
+  model_ = DecoderModel::load(*folder_, kernels_, threads_.get(), mo, pass_ptrs, &report_);
 }
 
 // The KV cache where the attention kernels run, checked against limits.max_kv_mb.
@@ -225,15 +226,14 @@ void Session::create_baseline() {
 // each token adds to the text, from the tokenizer the model comes with.
 void Session::attach_logits_processor() {
   const ComponentEntry& e = *logits_processor_->entry;
-  const std::string tok_path = !config_.tokenizer.empty() ? config_.tokenizer : find_tokenizer_beside(config_.model);
-  if (tok_path.empty()) {
+  if (folder_->tokenizer_file().empty()) {
     // The model still runs; only constrained requests are refused, saying why.
     const std::string why = e.label() + " needs the model's tokenizer: none beside " + config_.model + " (set 'tokenizer:' in the manifest)";
     if (step_engine_) step_engine_->set_token_masker(nullptr, why);
     if (baseline_) baseline_->set_token_masker(nullptr, why);
     return;
   }
-  const std::unique_ptr<Tokenizer> tok = load_tokenizer(tok_path);
+  const std::shared_ptr<const Tokenizer> tok = folder_->tokenizer();
   const int64_t width = model_->vocab_size() > 0 ? model_->vocab_size() : tok->vocab_size();
   VocabBytes v;
   v.tokens.resize(static_cast<size_t>(width));

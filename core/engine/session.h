@@ -37,6 +37,9 @@ class Session {
   StepEngine* step_engine() { return step_engine_.get(); }
 
   DecoderModel& model() { return *model_; }
+  // The model argument with its tokenizer, chat template, eos ids and
+  // defaults (the manifest's 'tokenizer:' and 'chat_template:' on top).
+  const ModelFolder& folder() const { return *folder_; }
   ThreadPool& threads() { return *threads_; }
   // The accelerator the model runs on; null on the CPU.
   DeviceBackend* device() const { return device_.get(); }
@@ -85,6 +88,7 @@ class Session {
   std::vector<SelectedComponent> passes_;
   std::optional<SelectedComponent> scheduler_, cache_, drafter_, logits_processor_;
   PreparedGraphReport report_;
+  std::optional<ModelFolder> folder_;
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<PluginCacheManager> cache_manager_;
   std::unique_ptr<PluginScheduler> scheduler_instance_;

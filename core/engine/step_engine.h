@@ -66,12 +66,7 @@ class StepEngine {
   StepEngine(const StepEngine&) = delete;
   StepEngine& operator=(const StepEngine&) = delete;
 
-  struct Callbacks {
-    std::function<void(uint64_t id, int token)> on_token;          // engine thread
-    // With sampling.logprobs >= 0: each token's, just before on_token.
-    std::function<void(uint64_t id, const TokenLogprobs&)> on_logprobs;
-    std::function<void(uint64_t id, const GenerationResult&)> on_finish;  // engine thread
-  };
+  using Callbacks = RequestCallbacks;  // engine/request.h
   // Thread-safe. Validates the request (throws sy::Error naming the
   // problem) and queues it; returns its id. The future completes when the
   // request finishes, for whatever reason.

@@ -1,6 +1,7 @@
 // What the step engine counts: steps, tokens, cache use, preemptions,
-// speculation and plugin failures. A plain snapshot (StepEngine::metrics),
-// part of the public facade's vocabulary (facade/engine.h).
+// speculation and plugin failures (StepEngine::metrics), structured
+// output's counters, and KV-cache events. Plain data, part of the public
+// facade's vocabulary (facade/engine.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -46,6 +47,35 @@ struct StepEngineMetrics {
   double max_mean_waste_tokens = 0;
   int64_t max_waste_tokens = 0;
   double prefix_hit_rate() const { return prompt_tokens ? static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens) : 0.0; }
+};
+
+// Structured output's counters (the logits processor's).
+struct ConstraintMetrics {
+  int64_t requests = 0;        // requests that carried a constraint
+  int64_t refused = 0;         // of those, constraints the processor refused (bad schema, unknown kind)
+  double compile_ms = 0;       // total time in begin (grammar compilation, or a cache hit)
+  double last_compile_ms = 0;
+  int64_t mask_rows = 0;       // masks filled
+  double mask_ms = 0;          // total time filling them
+};
+
+// Block i's hash: 64-bit FNV-1a over the previous block's hash (8 bytes,
+// little-endian; 0 before the first block) followed by the block's tokens
+// (4 bytes each, little-endian). Documented in switchyard.h (sy_block_hashes).
+uint64_t kv_block_hash(uint64_t parent, const int32_t* tokens, int32_t n);
+// The hashes of the full blocks of ids, in order.
+std::vector<uint64_t> kv_block_hashes(const int32_t* ids, int64_t n, int32_t block_size);
+
+// A change to the prefix cache, named by block hash (engine/kv_events.h).
+enum class KvEventKind : int32_t { Stored = 1, Removed = 2, AllCleared = 3, Lost = 4 };
+
+struct KvEvent {
+  KvEventKind kind;
+  uint64_t sequence;     // 1, 2, 3, ... in the order the cache changed
+  uint64_t hash = 0;     // Stored, Removed
+  uint64_t parent = 0;   // Stored: the previous block's hash (0: the first block)
+  std::vector<int32_t> tokens;  // Stored
+  double timestamp = 0;  // seconds since the Unix epoch
 };
 
 }  // namespace sy

@@ -11,18 +11,10 @@
 
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/step_metrics.h"
 #include "plugin_host/components.h"
 
 namespace sy {
-
-struct ConstraintMetrics {
-  int64_t requests = 0;        // requests that carried a constraint
-  int64_t refused = 0;         // of those, constraints the processor refused (bad schema, unknown kind)
-  double compile_ms = 0;       // total time in begin (grammar compilation, or a cache hit)
-  double last_compile_ms = 0;
-  int64_t mask_rows = 0;       // masks filled
-  double mask_ms = 0;          // total time filling them
-};
 
 class TokenMasker {
  public:

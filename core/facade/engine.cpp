@@ -6,11 +6,10 @@
 #include <map>
 
 #include "device/device_registry.h"
-#include "engine/model_io.h"
 #include "engine/session.h"
 #include "graph/gguf_model.h"
 #include "graph/onnx_export.h"
-#include "tokenizer/gguf_vocab.h"
+#include "text/gguf_vocab.h"
 #include "switchyard/plugin.h"
 #ifdef SWITCHYARD_HAS_CUDA
 #include "device/cuda/cuda_backend.h"
@@ -26,6 +25,8 @@ EngineConfig resolve(const EngineOptions& o) {
   if (!o.manifest.empty()) cfg = Manifest::load(o.manifest).resolve(o.profile);
   else SY_CHECK(o.profile.empty(), "profile '" << o.profile << "' given without a manifest to find it in");
   if (!o.model.empty()) cfg.model = o.model;
+  if (!o.tokenizer.empty()) cfg.tokenizer = o.tokenizer;
+  if (!o.chat_template.empty()) cfg.chat_template = o.chat_template;
   SY_CHECK(!cfg.model.empty(), "no model: give one (--model) or a manifest with 'model:'");
   if (o.threads > 0) cfg.threads = o.threads;
   if (!o.device.empty()) {
@@ -81,7 +82,7 @@ void check_device_spec(const std::string& spec) { parse_device_spec(spec); }
 
 struct Engine::Impl {
   std::unique_ptr<Session> session;
-  StepEngine& step_engine(const char* what) {
+  StepEngine& step_engine(const char* what) const {
     StepEngine* se = session->step_engine();
     SY_CHECK(se, what << " runs on the step engine; select a cache manager ('cache:') and the attention-fusion pass in the profile");
     return *se;
@@ -103,7 +104,9 @@ const std::string& Engine::profile() const { return impl_->session->config().pro
 const std::string& Engine::tokenizer_path() const { return impl_->session->config().tokenizer; }
 const std::string& Engine::fallback_reason() const { return impl_->session->fallback_reason(); }
 int64_t Engine::vocab_size() const { return impl_->session->model().vocab_size(); }
-SamplingDefaults Engine::recommended_sampling() const { return model_sampling_defaults(model_path()); }
+int64_t Engine::max_context() const { return impl_->session->model().max_context(); }
+const ModelFolder& Engine::folder() const { return impl_->session->folder(); }
+SamplingDefaults Engine::recommended_sampling() const { return folder().sampling_defaults(); }
 
 std::vector<GenerationResult> Engine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
   return impl_->session->generate(requests, on_token);
@@ -125,6 +128,31 @@ std::future<GenerationResult> Engine::submit(const GenerationRequest& request, s
   impl_->step_engine("submit").submit(request, std::move(cb), &result);
   return result;
 }
+
+uint64_t Engine::submit(const GenerationRequest& request, RequestCallbacks callbacks) {
+  return impl_->step_engine("submit").submit(request, std::move(callbacks));
+}
+
+void Engine::cancel(uint64_t id) { impl_->step_engine("cancel").cancel(id); }
+
+ConstraintMetrics Engine::constraint_metrics() const {
+  const TokenMasker* masker = impl_->session->token_masker();
+  return masker ? masker->metrics() : ConstraintMetrics{};
+}
+
+int32_t Engine::kv_block_size() const { return impl_->step_engine("the KV cache").kv_block_size(); }
+
+void Engine::enable_kv_events(size_t capacity) {
+  StepEngine& se = impl_->step_engine("KV-cache events");
+  SY_CHECK_KIND(se.cache().has_events(), ErrorKind::Unsupported,
+                "the cache manager (" << se.cache().label() << ") reports no KV-cache events (the prefix-caching cache does)");
+  se.kv_events().enable(capacity);
+}
+
+std::vector<KvEvent> Engine::poll_kv_events(size_t max) { return impl_->step_engine("KV-cache events").kv_events().poll(max); }
+int32_t Engine::kv_events_device() const { return impl_->step_engine("KV-cache events").kv_events().device(); }
+std::string Engine::export_kv(const std::vector<int32_t>& ids) { return impl_->step_engine("KV export").export_kv(ids); }
+int32_t Engine::import_kv(const std::string& data) { return impl_->step_engine("KV import").import_kv(data); }
 
 StepEngineMetrics Engine::metrics() const {
   const StepEngine* se = impl_->session->step_engine();
@@ -270,7 +298,7 @@ nlohmann::json convert_gguf(const std::string& gguf_path, const std::string& out
   nlohmann::ordered_json config = s.config;
   nlohmann::ordered_json gen;
   if (t.bos_id) config["bos_token_id"] = gen["bos_token_id"] = *t.bos_id;
-  std::vector<int> eos = model_eos_ids(gguf_path, nullptr);
+  std::vector<int> eos = ModelFolder::open(gguf_path).eos_ids();
   config["eos_token_id"] = eos.size() == 1 ? nlohmann::ordered_json(eos[0]) : nlohmann::ordered_json(eos);
   gen["eos_token_id"] = config["eos_token_id"];
   write("config.json", config);

@@ -6,10 +6,11 @@
 // cli_uses_only_the_facade holds tools/cli and tools/bench to it).
 //
 // Its vocabulary is plain data shared with the core: requests, results and
-// sampling (engine/request.h), the step engine's counters
-// (engine/step_metrics.h), the tokenizer interface (tokenizer/tokenizer.h),
-// chat templates (chat/chat_template.h) and sy::Error (base/error.h).
-// Programs in other languages use the C API (switchyard.h) instead.
+// sampling (engine/request.h), the step engine's counters and events
+// (engine/step_metrics.h), the model folder with its tokenizer and chat
+// template (model/model_folder.h) and sy::Error (base/error.h). The C API
+// (switchyard.h, core/api) is a thin layer over this class, for programs in
+// other languages and for the server, Python and Ray.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,11 +21,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "chat/chat_template.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/step_metrics.h"
-#include "tokenizer/tokenizer.h"
+#include "model/model_folder.h"
 
 namespace sy {
 
@@ -34,6 +34,8 @@ struct EngineOptions {
   std::string manifest;  // YAML manifest ("": none; then `model` is required)
   std::string profile;   // "" : the manifest's top level
   std::string model;     // overrides the manifest's
+  std::string tokenizer;      // overrides the manifest's 'tokenizer:' (a file or a folder)
+  std::string chat_template;  // overrides the manifest's 'chat_template:' (.jinja or .json)
   std::string device;    // cpu, cuda, cuda:N or auto; "" : the manifest's
   int threads = 0;       // 0: the manifest's, else one per core
   int64_t max_context = 0;  // 0: the manifest's, the model's metadata, else 4096
@@ -82,6 +84,10 @@ class Engine {
   // as exported (the manifest's `unfused_fallback`); "" when they were not.
   const std::string& fallback_reason() const;
   int64_t vocab_size() const;
+  int64_t max_context() const;
+  // The model argument with its tokenizer, chat template, eos ids and
+  // recommended sampling (model/model_folder.h), the options' overrides on top.
+  const ModelFolder& folder() const;
   // The sampling the model folder recommends (generation_config.json).
   SamplingDefaults recommended_sampling() const;
 
@@ -99,7 +105,25 @@ class Engine {
   // a request the engine refuses; on_finish runs on the engine thread.
   bool has_step_engine() const;
   std::future<GenerationResult> submit(const GenerationRequest& request, std::function<void(const GenerationResult&)> on_finish = {});
+  // The same with streaming callbacks (on the engine thread); returns the
+  // id cancel takes. Thread-safe.
+  uint64_t submit(const GenerationRequest& request, RequestCallbacks callbacks);
+  // Thread-safe; unknown or finished ids are ignored.
+  void cancel(uint64_t id);
   StepEngineMetrics metrics() const;
+  // Structured output's counters (zero without a logits processor).
+  ConstraintMetrics constraint_metrics() const;
+
+  // The step engine's KV cache, for routers and disaggregated serving: the
+  // block size its hashes use, its events (kv_block_hashes names the
+  // blocks), and the transfer of a cached prefix between engines.
+  int32_t kv_block_size() const;
+  // Throws Unsupported naming the cache manager when it reports no events.
+  void enable_kv_events(size_t capacity);
+  std::vector<KvEvent> poll_kv_events(size_t max);
+  int32_t kv_events_device() const;
+  std::string export_kv(const std::vector<int32_t>& ids);
+  int32_t import_kv(const std::string& data);
   EngineFootprint footprint() const;
 
   // What the engine made of the model and the manifest: inputs, outputs,

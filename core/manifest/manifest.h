@@ -56,7 +56,8 @@ struct EngineConfig {
   std::string manifest_path;
   std::string profile;  // "" = the top level
   std::string model;
-  std::string tokenizer;
+  std::string tokenizer;      // "" : the model folder's (model/model_folder.h)
+  std::string chat_template;  // a .jinja or .json template file; "" : the model folder's
   std::vector<PluginSpec> plugins;
   std::vector<ComponentSelection> passes;
   std::optional<ComponentSelection> scheduler, cache, drafter;

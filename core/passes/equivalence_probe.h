@@ -8,7 +8,7 @@
 #include <string>
 
 #include "graph/graph.h"
-#include "plugin_host/host_api.h"
+#include "passes/pass_env.h"
 
 namespace sy {
 

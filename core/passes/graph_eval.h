@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model_io.h"
+#include "graph/model_io.h"
 #include "graph/graph.h"
 #include "kernels/registry.h"
 #include "runtime/executor.h"

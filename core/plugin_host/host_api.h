@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "engine/model_io.h"
+#include "passes/pass_env.h"
 #include "graph/graph.h"
 #include "kernels/kernel.h"
 #include "plugin_host/options.h"
@@ -19,21 +19,6 @@
 namespace sy {
 class KernelRegistry;
 
-// What a pass run may ask of the host beyond the graph itself (ABI 1.1): the
-// model's roles and facts, evaluation of subgraphs, and what the pass did
-// that the equivalence probe checks afterwards.
-struct PassEnv {
-  const KernelRegistry* registry = nullptr;
-  ThreadPool* threads = nullptr;
-  std::string model_path;
-  const GenaiConfig* genai = nullptr;
-  std::optional<ModelIO> io;  // the interface by role, when the graph has one
-  std::string io_error;       // why not
-  int64_t max_context = 0, vocab_size = 0;
-  std::deque<Tensor> arena;   // graph_evaluate results, alive until the pass returns (stable addresses)
-  std::vector<std::pair<ValueId, ValueId>> replaced;  // graph_replace_all_uses (from, to)
-  std::string approximate;    // set by graph_mark_approximate
-};
 }  // namespace sy
 
 // The C handles are defined here, outside any namespace, to complete the

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "chat/chat_template.h"
+#include "text/chat_template.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_tensors.h"
 #include "graph/gguf_model.h"
-#include "tokenizer/gguf_vocab.h"
-#include "tokenizer/hf_tokenizer.h"
+#include "text/gguf_vocab.h"
+#include "text/hf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<sy::gguf::File> f;

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "tokenizer/hf_tokenizer.h"
+#include "text/hf_tokenizer.h"
 
 namespace {
 

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "base/error.h"
-#include "chat/chat_template.h"
+#include "model/model_folder.h"
 #include "request_parsing.h"
 #include "shared_tokenizer.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& tok = shared_tokenizer();
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   // Chat requests go through a real chat template (ChatML with tools), as
   // the server renders them.
-  static const sy::ChatTemplate chat = sy::ChatTemplate::from_file(SWITCHYARD_SOURCE_DIR "/tests/chat/templates/chatml_tools.jinja");
+  static const sy::ChatTemplate chat = sy::ModelFolder::chat_template_file(SWITCHYARD_SOURCE_DIR "/tests/chat/templates/chatml_tools.jinja");
   auto render = [&](const nlohmann::ordered_json& r) {
     sy::ChatRequest cr;
     cr.messages = r["messages"];

@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "shared_tokenizer.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "base/error.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 inline const std::optional<sy::Llama2cTokenizer>& shared_tokenizer() {
   static const std::optional<sy::Llama2cTokenizer> tok = []() -> std::optional<sy::Llama2cTokenizer> {

@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "chat/chat_template.h"
-#include "tokenizer/hf_tokenizer.h"
+#include "text/chat_template.h"
+#include "text/hf_tokenizer.h"
 #include "engine/generator.h"
 #include "test_support.h"
 

@@ -14,8 +14,8 @@
 #include "graph/gguf_model.h"
 #include "manifest/manifest.h"
 #include "test_support.h"
-#include "tokenizer/gguf_vocab.h"
-#include "tokenizer/tokenizer.h"
+#include "text/gguf_vocab.h"
+#include "text/tokenizer.h"
 
 namespace sy {
 namespace {
@@ -103,7 +103,7 @@ TEST(Gguf, ConvertedFolderRunsInOnnxRuntime) {
       ASSERT_NEAR(from_folder[i], ort[i], 1e-4) << model << " logit " << i;
       ASSERT_EQ(from_folder[i], from_gguf[i]) << model << " logit " << i;
     }
-    const auto a = load_tokenizer(real(model)), b = load_tokenizer(out);
+    const auto a = load_tokenizer(real(model)), b = load_tokenizer(ModelFolder::tokenizer_file_of(out));
     EXPECT_EQ(a->encode("hello world abc", false), b->encode("hello world abc", false)) << model;
     EXPECT_EQ(test::read_json(out + "/config.json")["num_hidden_layers"], 2) << model;
   }

@@ -8,7 +8,7 @@
 
 #include "engine/generator.h"
 #include "test_support.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 namespace sy {
 namespace {

@@ -13,7 +13,7 @@
 #include "engine/session.h"
 #include "step_support.h"
 #include "test_support.h"
-#include "tokenizer/tokenizer.h"
+#include "model/model_folder.h"
 
 #ifdef SY_GRAMMAR_PLUGIN
 namespace sy {
@@ -33,7 +33,7 @@ EngineConfig with_grammar(EngineConfig c) {
   return c;
 }
 
-std::unique_ptr<Tokenizer> stories_tokenizer() { return load_tokenizer(find_tokenizer_beside(test::model_path("stories260K.onnx"))); }
+std::unique_ptr<Tokenizer> stories_tokenizer() { return load_tokenizer(ModelFolder::open(test::model_path("stories260K.onnx")).tokenizer_file()); }
 
 GenerationRequest constrained(const Tokenizer& tok, const std::string& prompt, OutputConstraint c, float temperature = 0,
                               uint64_t seed = 0) {

@@ -16,11 +16,11 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "chat/chat_template.h"
+#include "model/model_folder.h"
 #include "engine/session.h"
 #include "manifest/manifest.h"
 #include "test_support.h"
-#include "tokenizer/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace sy {
 namespace {
@@ -127,7 +127,7 @@ TEST_F(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
 // prompts transformers made.
 using TrainedModelText = WithTrainedModel;
 TEST_F(TrainedModelText, ChatPromptsAndTokenizerMatchTheReferences) {
-  const auto tmpl = ChatTemplate::from_model_dir(gguf_path());
+  const auto tmpl = ModelFolder::chat_template_of(gguf_path());
   ASSERT_TRUE(tmpl);
   const auto tok = load_tokenizer(gguf_path());
   for (const auto& c : ref()["chat"]) {

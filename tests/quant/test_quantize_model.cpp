@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "step_support.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 namespace sy {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "base/error.h"
 #include "test_support.h"
-#include "tokenizer/llama2c_tokenizer.h"
-#include "tokenizer/tokenizer.h"
+#include "text/llama2c_tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace sy {
 namespace {

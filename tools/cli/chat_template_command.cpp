@@ -63,8 +63,8 @@ int cmd_chat_template(const std::vector<std::string>& args) {
   SY_CHECK(!model.empty() || !template_file.empty(), "give --tokenizer DIR (a model folder) or --template FILE");
   SY_CHECK(messages_file.empty() != batch.empty(), "give --messages or --batch (one of them)");
   std::optional<ChatTemplate> chat;
-  if (!template_file.empty()) chat = ChatTemplate::from_file(template_file);
-  else chat = ChatTemplate::from_model_dir(model);
+  if (!template_file.empty()) chat = ModelFolder::chat_template_file(template_file);
+  else chat = ModelFolder::chat_template_of(model);
   SY_CHECK(chat, model << ": no chat template (tokenizer_config.json has no chat_template and there is no chat_template.jinja)");
   if (!batch.empty()) {
     const OrderedJson requests = read_json_file(batch);
@@ -86,7 +86,7 @@ int cmd_chat_template(const std::vector<std::string>& args) {
     return 0;
   }
   nlohmann::json out{{"rendered", text}};
-  const std::string tok_path = !model.empty() ? find_tokenizer_beside(model) : "";
+  const std::string tok_path = !model.empty() ? ModelFolder::find_tokenizer_file(model) : "";
   if (!tok_path.empty()) out["ids"] = load_tokenizer(tok_path)->encode(text, false);  // the template already wrote BOS
   std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;

@@ -22,13 +22,6 @@ Parsed parse(const std::vector<std::string>& args, const po::options_description
   return p;
 }
 
-std::string find_tokenizer(const std::string& model, const std::string& given) {
-  if (!given.empty()) return given;
-  std::string found = find_tokenizer_beside(model);
-  SY_CHECK(!found.empty(), "no --tokenizer given and no tokenizer (tokenizer.json, tokenizer.bin or one tok*.bin) beside " << model);
-  return found;
-}
-
 std::vector<int> parse_ids(const std::string& s) {
   std::vector<int> ids;
   std::stringstream ss(s);

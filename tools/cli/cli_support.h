@@ -19,9 +19,7 @@ struct Parsed {
 // Parses args; with --help prints usage and the options and sets help.
 Parsed parse(const std::vector<std::string>& args, const po::options_description& desc, const char* usage);
 
-// The tokenizer: --tokenizer, else the manifest's, else the one beside the model.
-std::string find_tokenizer(const std::string& model, const std::string& given);
-
+// --prompt-ids: "1,2,3"; throws naming the item that is not a token id.
 std::vector<int> parse_ids(const std::string& s);
 
 // The whole file as text; throws naming the path when it cannot be read.

@@ -59,11 +59,13 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (!grammar_file.empty()) req.constraint = {"grammar", read_text_file(grammar_file)};
   if (!regex.empty()) req.constraint = {"regex", regex};
 
-  auto engine = Engine::open(mf.options());
+  EngineOptions options = mf.options();
+  if (!tokenizer_path.empty()) options.tokenizer = tokenizer_path;
+  if (!chat_template_file.empty()) options.chat_template = chat_template_file;
+  auto engine = Engine::open(options);
   if (!engine->fallback_reason().empty() && !json)
     std::fprintf(stderr, "[%s; running the graph as exported]\n", engine->fallback_reason().c_str());
-  const std::string& model = engine->model_path();
-  const std::string& manifest_tokenizer = engine->tokenizer_path();
+  const ModelFolder& folder = engine->folder();
   // Options left at their defaults take the model's recommended sampling.
   if (const SamplingDefaults rec = engine->recommended_sampling(); !rec.empty()) {
     auto unset = [&](const char* opt) { return p.vm.count(opt) == 0 || p.vm[opt].defaulted(); };
@@ -74,14 +76,10 @@ int cmd_generate(const std::vector<std::string>& args) {
     if (rec.repetition_penalty && unset("repetition-penalty")) req.sampling.repetition_penalty = *rec.repetition_penalty;
     if (!json) std::fprintf(stderr, "[sampling defaults from %s]\n", rec.source.c_str());
   }
-  std::unique_ptr<Tokenizer> tok;
+  std::shared_ptr<const Tokenizer> tok;
   // Text needs a tokenizer; with --prompt-ids and none beside the model the
   // ids are printed instead.
-  if (prompt_ids.empty() || !tokenizer_path.empty() || !manifest_tokenizer.empty()) {
-    tok = load_tokenizer(find_tokenizer(model, tokenizer_path.empty() ? manifest_tokenizer : tokenizer_path));
-  } else if (const std::string beside = find_tokenizer_beside(model); !beside.empty()) {
-    tok = load_tokenizer(beside);
-  }
+  if (prompt_ids.empty() || !folder.tokenizer_file().empty()) tok = folder.tokenizer();
   auto ids_text = [](const std::vector<int>& ids) {
     std::string out;
     for (int t : ids) {
@@ -101,9 +99,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   } else {
     std::optional<ChatTemplate> chat_template;
     if (chat) {
-      const std::string tok_path = find_tokenizer(model, tokenizer_path.empty() ? manifest_tokenizer : tokenizer_path);
-      chat_template = !chat_template_file.empty() ? ChatTemplate::from_file(chat_template_file) : ChatTemplate::from_model_dir(tok_path);
-      if (!chat_template) chat_template = ChatTemplate::from_model_dir(model);
+      chat_template = folder.chat_template();
       SY_CHECK(chat_template, "--chat: the model folder has no chat template (tokenizer_config.json chat_template or chat_template.jinja); "
                               "give --chat-template FILE");
     }

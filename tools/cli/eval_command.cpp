@@ -55,7 +55,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   auto p = parse(args, d, "usage: switchyard eval --manifest F --profile P --text FILE [--baseline P0] [--out eval.json]");
   if (p.help) return 0;
   SY_CHECK(!mf.manifest.empty(), "eval compares two profiles of a manifest: give --manifest");
-  const EngineOptions options = mf.options();
+  EngineOptions options = mf.options();
+  if (!tokenizer_path.empty()) options.tokenizer = tokenizer_path;
   EngineOptions base = options;
   if (!baseline_profile.empty()) {
     base.profile = baseline_profile;
@@ -85,7 +86,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   {
     auto engine = open_stepped(base, "baseline '" + baseline_profile + "'");
     model = engine->model_path();
-    auto tok = load_tokenizer(find_tokenizer(model, tokenizer_path.empty() ? engine->tokenizer_path() : tokenizer_path));
+    auto tok = engine->folder().tokenizer();
     tokens = tok->encode(ss.str(), true);
     if (static_cast<int64_t>(tokens.size()) > max_tokens) tokens.resize(static_cast<size_t>(max_tokens));
     SY_CHECK(tokens.size() >= 2, text_path << ": the text has fewer than two tokens");

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "chat/jinja_value.h"
+#include "text/jinja_value.h"
 
 namespace sy::jinja {
 

@@ -6,7 +6,6 @@
 // the prompt is byte-identical to apply_chat_template's.
 #pragma once
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,7 +14,7 @@
 namespace sy {
 
 namespace jinja {
-class Template;  // chat/jinja.h: the interpreter stays behind this class
+class Template;  // text/jinja.h: the interpreter stays behind this class
 }
 
 // JSON with the key order the client sent (templates print dicts in order).
@@ -33,14 +32,15 @@ struct ChatRequest {
 
 class ChatTemplate {
  public:
-  // The template of a model folder (or the folder holding a tokenizer file);
-  // nullopt when it has none. Throws naming the file for malformed JSON or
-  // template syntax.
-  static std::optional<ChatTemplate> from_model_dir(const std::string& dir);
-  // A template file (.jinja text, or a JSON file with "chat_template").
-  // Special tokens come from a tokenizer_config.json beside it, if any.
-  static ChatTemplate from_file(const std::string& path);
+  // Which files of a model folder hold its template is decided by
+  // ModelFolder (model/model_folder.h); this class compiles what it finds.
+  // Throws naming `name` and the line for template syntax it refuses.
   static ChatTemplate from_source(const std::string& source, const std::string& name, OrderedJson special_tokens = OrderedJson::object());
+
+  // tokenizer_config.json's "chat_template" value: one template string, or
+  // named variants [{"name", "template"}] ("default" and "tool_use" used).
+  static ChatTemplate from_config_value(const OrderedJson& value, const std::string& origin,
+                                        OrderedJson special_tokens = OrderedJson::object());
 
   // Throws sy::Error naming the template and line, or the template's own
   // raise_exception message, for input it refuses.
@@ -58,5 +58,10 @@ class ChatTemplate {
   OrderedJson special_ = OrderedJson::object();
   std::shared_ptr<jinja::Template> template_, tool_template_;
 };
+
+// Adds what transformers' special_tokens_map gives a template (bos_token,
+// eos_token, ..., additional_special_tokens) from a tokenizer_config.json or
+// special_tokens_map.json object; keys already in `out` win.
+void collect_special_tokens(const OrderedJson& config, OrderedJson& out);
 
 }  // namespace sy

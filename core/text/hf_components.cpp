@@ -1,11 +1,11 @@
 // Normalizers, pre-tokenizers, post-processors and decoders of tokenizer.json.
-#include "tokenizer/hf_components.h"
+#include "text/hf_components.h"
 
 #include <algorithm>
 #include <array>
 
 #include "base/error.h"
-#include "tokenizer/unicode.h"
+#include "text/unicode.h"
 
 namespace sy::hf {
 

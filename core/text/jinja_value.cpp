@@ -1,4 +1,4 @@
-#include "chat/jinja_value.h"
+#include "text/jinja_value.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tokenizer/hf_tokenizer.h"
+#include "text/hf_tokenizer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "tokenizer/unicode.h"
+#include "text/unicode.h"
 
 namespace sy {
 

@@ -1,4 +1,4 @@
-#include "chat/jinja.h"
+#include "text/jinja.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "chat/jinja_internal.h"
+#include "text/jinja_internal.h"
 
 namespace sy::jinja {
 

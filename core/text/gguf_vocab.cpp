@@ -1,4 +1,4 @@
-#include "tokenizer/gguf_vocab.h"
+#include "text/gguf_vocab.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
-#include "tokenizer/unicode.h"
+#include "text/unicode.h"
 
 namespace sy {
 

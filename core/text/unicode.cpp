@@ -1,4 +1,4 @@
-#include "tokenizer/unicode.h"
+#include "text/unicode.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -1,33 +1,20 @@
-#include "engine/model_io.h"
+#include "graph/model_io.h"
 #include "switchyard/plugin.h"
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 
-#include "graph/gguf_model.h"
-#include "tokenizer/gguf_vocab.h"
 
 namespace sy {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<int> int_or_list(const nlohmann::json& j) {
-  std::vector<int> out;
-  if (j.is_number_integer()) out.push_back(j.get<int>());
-  else if (j.is_array())
-    for (const auto& e : j)
-      if (e.is_number_integer()) out.push_back(e.get<int>());
-  return out;
-}
 
 // Lower-case tokens of a name split at every non-alphanumeric character and
 // at letter/digit boundaries: "past_key_values.12.key" -> past key values 12 key.
@@ -100,152 +87,6 @@ std::string list_values(const Graph& g, bool inputs) {
 }
 
 }  // namespace
-
-std::optional<GenaiConfig> read_genai_config(const std::string& dir) {
-  fs::path p = fs::path(dir) / "genai_config.json";
-  if (!fs::exists(p)) return std::nullopt;
-  std::ifstream f(p);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    SY_THROW(p.string() << ": not valid JSON: " << e.what());
-  }
-  SY_CHECK(j.contains("model") && j["model"].is_object(), p.string() << ": no 'model' object");
-  const auto& m = j["model"];
-  GenaiConfig c;
-  auto num = [&](const nlohmann::json& o, const char* key, int64_t& out) {
-    if (o.contains(key)) {
-      SY_CHECK(o[key].is_number_integer(), p.string() << ": '" << key << "' is not an integer");
-      out = o[key].get<int64_t>();
-    }
-  };
-  num(m, "context_length", c.context_length);
-  num(m, "vocab_size", c.vocab_size);
-  if (m.contains("eos_token_id")) c.eos_ids = int_or_list(m["eos_token_id"]);
-  if (m.contains("bos_token_id") && m["bos_token_id"].is_number_integer()) c.bos_id = m["bos_token_id"].get<int>();
-  if (m.contains("pad_token_id") && m["pad_token_id"].is_number_integer()) c.pad_id = m["pad_token_id"].get<int>();
-  if (m.contains("decoder") && m["decoder"].is_object()) {
-    const auto& d = m["decoder"];
-    num(d, "head_size", c.head_size);
-    num(d, "num_key_value_heads", c.kv_heads);
-    num(d, "num_hidden_layers", c.num_layers);
-    if (d.contains("filename") && d["filename"].is_string()) c.filename = d["filename"].get<std::string>();
-    for (const char* section : {"inputs", "outputs"})
-      if (d.contains(section) && d[section].is_object())
-        for (const auto& [k, v] : d[section].items())
-          if (v.is_string()) (std::string(section) == "inputs" ? c.inputs : c.outputs)[k] = v.get<std::string>();
-  }
-  return c;
-}
-
-// tokenizer_config.json's eos_token (a string or an AddedToken object),
-// looked up in tokenizer.json's added tokens and vocabulary.
-static std::optional<int> tokenizer_config_eos_id(const fs::path& dir) {
-  const fs::path config_path = dir / "tokenizer_config.json", tokenizer_path = dir / "tokenizer.json";
-  if (!fs::exists(config_path) || !fs::exists(tokenizer_path)) return std::nullopt;
-  try {
-    std::ifstream cf(config_path), tf(tokenizer_path);
-    const nlohmann::json config = nlohmann::json::parse(cf), tok = nlohmann::json::parse(tf);
-    if (!config.contains("eos_token")) return std::nullopt;
-    const nlohmann::json& e = config["eos_token"];
-    const std::string text = e.is_string() ? e.get<std::string>() : e.is_object() ? e.value("content", std::string()) : std::string();
-    if (text.empty()) return std::nullopt;
-    if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
-      for (const auto& a : tok["added_tokens"])
-        if (a.is_object() && a.value("content", std::string()) == text && a.contains("id") && a["id"].is_number_integer()) return a["id"].get<int>();
-    if (tok.contains("model") && tok["model"].contains("vocab") && tok["model"]["vocab"].is_object() && tok["model"]["vocab"].contains(text) &&
-        tok["model"]["vocab"][text].is_number_integer())
-      return tok["model"]["vocab"][text].get<int>();
-  } catch (const std::exception& e) {
-    SY_THROW(dir.string() << ": cannot read the eos token from tokenizer_config.json / tokenizer.json: " << e.what());
-  }
-  return std::nullopt;
-}
-
-std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai) {
-  if (genai && !genai->eos_ids.empty()) return genai->eos_ids;
-  if (is_gguf_file(model_file)) {
-    // The file's end-of-generation tokens: eos, and end-of-turn/-message.
-    const GgufTokenizerConfig& t = gguf_tokenizer_for(model_file);
-    std::vector<int> ids;
-    for (const auto& id : {t.eos_id, t.eot_id, t.eom_id})
-      if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
-    if (!ids.empty()) return ids;
-  }
-  const fs::path dir = fs::path(model_file).parent_path();
-  for (const char* name : {"generation_config.json", "config.json"}) {
-    fs::path p = dir / name;
-    if (!fs::exists(p)) continue;
-    std::ifstream f(p);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const std::exception& e) {
-      SY_THROW(p.string() << ": not valid JSON: " << e.what());
-    }
-    if (j.contains("eos_token_id")) {
-      auto ids = int_or_list(j["eos_token_id"]);
-      if (!ids.empty()) return ids;
-    }
-  }
-  if (auto id = tokenizer_config_eos_id(dir)) return {*id};
-  return {2};
-}
-
-SamplingDefaults model_sampling_defaults(const std::string& model) {
-  SamplingDefaults d;
-  if (is_gguf_file(model)) return d;  // GGUF carries no sampling defaults
-  const fs::path dir = fs::is_directory(model) ? fs::path(model) : fs::path(model).parent_path();
-  for (const char* name : {"generation_config.json", "genai_config.json"}) {
-    const fs::path p = dir / name;
-    if (!fs::exists(p)) continue;
-    std::ifstream f(p);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const std::exception& e) {
-      SY_THROW(p.string() << ": not valid JSON: " << e.what());
-    }
-    if (std::string(name) == "genai_config.json") j = j.contains("search") ? j["search"] : nlohmann::json::object();
-    if (!j.is_object()) continue;
-    auto number = [&](const char* key) -> std::optional<float> {
-      if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-      SY_CHECK(j[key].is_number(), p.string() << ": '" << key << "' must be a number");
-      return j[key].get<float>();
-    };
-    const bool sampling = !j.contains("do_sample") || !j["do_sample"].is_boolean() || j["do_sample"].get<bool>();
-    d.repetition_penalty = number("repetition_penalty");
-    if (sampling) {
-      d.temperature = number("temperature");
-      d.top_p = number("top_p");
-      d.min_p = number("min_p");
-      if (auto k = number("top_k")) d.top_k = static_cast<int>(*k);
-    }
-    if (d.repetition_penalty && *d.repetition_penalty == 1.f) d.repetition_penalty.reset();
-    if (!d.empty()) {
-      d.source = p.string();
-      return d;
-    }
-  }
-  return d;
-}
-
-std::string resolve_model_file(const std::string& path) {
-  if (!fs::is_directory(path)) return path;
-  if (auto cfg = read_genai_config(path); cfg && !cfg->filename.empty()) return (fs::path(path) / cfg->filename).string();
-  if (fs::exists(fs::path(path) / "model.onnx")) return (fs::path(path) / "model.onnx").string();
-  std::vector<std::string> found, gguf;
-  for (const auto& e : fs::directory_iterator(path)) {
-    if (e.path().extension() == ".onnx") found.push_back(e.path().string());
-    if (e.path().extension() == ".gguf") gguf.push_back(e.path().string());
-  }
-  if (found.empty() && gguf.size() == 1) return gguf[0];
-  SY_CHECK(found.size() == 1, path << ": a model folder needs model.onnx, one *.onnx file, genai_config.json naming it, or one "
-                                      "*.gguf file ("
-                                   << found.size() << " .onnx and " << gguf.size() << " .gguf files found)");
-  return found[0];
-}
 
 ModelIO discover_model_io(const Graph& g, const std::string& path, const GenaiConfig* genai,
                           const std::vector<std::string>& extra_inputs, bool fused) {

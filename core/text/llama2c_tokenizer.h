@@ -25,9 +25,6 @@ class Llama2cTokenizer {
   std::string decode_piece(int prev, int token) const;
   std::string decode(const std::vector<int>& tokens, int prev = kBos) const;
 
-  // The tokenizer file beside a model: tokenizer.bin, else the one tok*.bin
-  // in its folder; empty when there is none (or more than one).
-  static std::string find_beside(const std::string& model_path);
 
   int vocab_size() const { return static_cast<int>(pieces_.size()); }
   const std::string& piece(int id) const { return pieces_.at(static_cast<size_t>(id)); }

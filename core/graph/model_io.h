@@ -1,15 +1,15 @@
 // A decoder export's interface, found by role rather than by one exporter's
 // names: token ids, attention mask, optional positions, the past/present KV
 // pair of every layer (past_key_values.N.key, past.N.value, past_key_N, ...
-// in any order), and the logits. onnxruntime-genai's genai_config.json, when
-// it sits beside the model, names them exactly and is read first.
+// in any order), and the logits. onnxruntime-genai's genai_config.json
+// (read by model/model_folder.h) names them exactly and is used first.
 #pragma once
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "base/dtype.h"
 #include "graph/graph.h"
 
 namespace sy {
@@ -22,25 +22,6 @@ struct GenaiConfig {
   std::vector<int> eos_ids;
   int bos_id = -1, pad_id = -1;
 };
-
-// Reads <dir>/genai_config.json if present. Throws naming the file and key
-// for a malformed one.
-std::optional<GenaiConfig> read_genai_config(const std::string& dir);
-
-// The sampling a model's authors recommend (see SamplingDefaults in
-// engine/sampler.h), from the files beside the model.
-SamplingDefaults model_sampling_defaults(const std::string& model);
-
-// The ONNX file of a model argument: the file itself, or inside a folder the
-// one genai_config.json names, model.onnx, the only *.onnx file, or the
-// only *.gguf file of a folder without ONNX files.
-std::string resolve_model_file(const std::string& path);
-
-// End-of-sequence ids: genai_config.json, else generation_config.json, else
-// config.json beside the model (eos_token_id: one id or a list); else
-// tokenizer_config.json's eos_token in tokenizer.json; {2} (the
-// llama2.c convention) when none says.
-std::vector<int> model_eos_ids(const std::string& model_file, const GenaiConfig* genai);
 
 struct KvLayer {
   int layer = 0;

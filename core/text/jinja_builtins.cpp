@@ -8,8 +8,8 @@
 #include <ctime>
 
 #include "base/error.h"
-#include "chat/jinja_internal.h"
-#include "tokenizer/unicode.h"
+#include "text/jinja_internal.h"
+#include "text/unicode.h"
 
 namespace sy::jinja::detail {
 

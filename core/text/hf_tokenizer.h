@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/hf_components.h"
-#include "tokenizer/tokenizer.h"
+#include "text/hf_components.h"
+#include "text/tokenizer.h"
 
 namespace sy {
 

@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "base/error.h"
-#include "tokenizer/hf_components.h"
-#include "tokenizer/unicode.h"
+#include "text/hf_components.h"
+#include "text/unicode.h"
 
 namespace sy::hf {
 

@@ -1,36 +1,14 @@
-#include "chat/chat_template.h"
+#include "text/chat_template.h"
 
-#include "chat/jinja.h"
+#include "text/jinja.h"
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "base/error.h"
-#include "gguf/gguf_file.h"
-#include "tokenizer/gguf_vocab.h"
 
 namespace sy {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) SY_THROW("cannot read " << p.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-OrderedJson read_json(const fs::path& p) {
-  try {
-    return OrderedJson::parse(read_text(p));
-  } catch (const OrderedJson::exception& e) {
-    SY_THROW(p.string() << ": not valid JSON: " << e.what());
-  }
-}
 
 // "bos_token": "<s>" or {"content": "<s>", ...} (an AddedToken).
 std::optional<std::string> token_text(const OrderedJson& v) {
@@ -39,7 +17,8 @@ std::optional<std::string> token_text(const OrderedJson& v) {
   return std::nullopt;
 }
 
-// What transformers' special_tokens_map gives the template.
+}  // namespace
+
 void collect_special_tokens(const OrderedJson& config, OrderedJson& out) {
   if (!config.is_object()) return;
   for (const auto& [key, value] : config.items()) {
@@ -54,6 +33,8 @@ void collect_special_tokens(const OrderedJson& config, OrderedJson& out) {
     }
   }
 }
+
+namespace {
 
 // chat_template: a string, or [{"name": "default", "template": ...}, ...].
 void pick_templates(const OrderedJson& value, const std::string& file, std::string& main, std::string& tool_use) {
@@ -87,60 +68,13 @@ ChatTemplate ChatTemplate::from_source(const std::string& source, const std::str
   return t;
 }
 
-std::optional<ChatTemplate> ChatTemplate::from_model_dir(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec) && gguf::File::is_gguf(path)) {
-    // A GGUF file carries its template (tokenizer.chat_template) and tokens.
-    const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
-    if (!g.chat_template) return std::nullopt;
-    OrderedJson special = OrderedJson::object();
-    if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
-    if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
-    return from_source(*g.chat_template, path + " (tokenizer.chat_template)", special);
-  }
-  fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-  OrderedJson special = OrderedJson::object();
-  std::string main, tool_use, origin;
-  const fs::path config_path = dir / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
-    const OrderedJson config = read_json(config_path);
-    collect_special_tokens(config, special);
-    if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null()) {
-      pick_templates(config["chat_template"], config_path.string(), main, tool_use);
-      origin = config_path.string();
-    }
-  }
-  if (fs::exists(dir / "special_tokens_map.json")) collect_special_tokens(read_json(dir / "special_tokens_map.json"), special);
-  // Newer exports keep the template in its own file, which then wins.
-  if (fs::exists(dir / "chat_template.jinja")) {
-    main = read_text(dir / "chat_template.jinja");
-    origin = (dir / "chat_template.jinja").string();
-  } else if (fs::exists(dir / "chat_template.json")) {
-    const OrderedJson j = read_json(dir / "chat_template.json");
-    if (!j.is_object() || !j.contains("chat_template")) SY_THROW((dir / "chat_template.json").string() << ": no 'chat_template' field");
-    pick_templates(j["chat_template"], (dir / "chat_template.json").string(), main, tool_use);
-    origin = (dir / "chat_template.json").string();
-  }
-  if (main.empty()) return std::nullopt;
-  ChatTemplate t = from_source(main, origin, special);
+ChatTemplate ChatTemplate::from_config_value(const OrderedJson& value, const std::string& origin, OrderedJson special_tokens) {
+  std::string main, tool_use;
+  pick_templates(value, origin, main, tool_use);
+  if (main.empty()) SY_THROW(origin << ": 'chat_template' is empty");
+  ChatTemplate t = from_source(main, origin, std::move(special_tokens));
   if (!tool_use.empty()) t.tool_template_ = compile(tool_use, origin + " (tool_use)");
   return t;
-}
-
-ChatTemplate ChatTemplate::from_file(const std::string& path) {
-  const fs::path p(path);
-  OrderedJson special = OrderedJson::object();
-  if (fs::exists(p.parent_path() / "tokenizer_config.json")) collect_special_tokens(read_json(p.parent_path() / "tokenizer_config.json"), special);
-  if (p.extension() == ".json") {
-    const OrderedJson j = read_json(p);
-    std::string main, tool_use;
-    if (!j.is_object() || !j.contains("chat_template")) SY_THROW(path << ": no 'chat_template' field");
-    pick_templates(j["chat_template"], path, main, tool_use);
-    ChatTemplate t = from_source(main, path, special);
-    if (!tool_use.empty()) t.tool_template_ = compile(tool_use, path + " (tool_use)");
-    return t;
-  }
-  return from_source(read_text(p), path, special);
 }
 
 std::string ChatTemplate::apply(const ChatRequest& request) const {

@@ -32,14 +32,10 @@ class Tokenizer {
   virtual std::string kind() const = 0;         // "tokenizer.json (BPE)", "llama2.c", ...
 };
 
-// The tokenizer at `path`: a tokenizer.json or llama2.c .bin file, or a
-// folder holding tokenizer.json, tokenizer.bin or one tok*.bin. Throws
-// naming the path when there is none or it is malformed.
+// The tokenizer in one file: tokenizer.json, llama2.c's .bin, or a GGUF
+// file's vocabulary. Throws naming the path when it is missing or malformed.
+// (Which file goes with a model folder: ModelFolder, model/model_folder.h.)
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
-
-// The tokenizer file for a model (a file or a folder): the one in the model's
-// folder, or "" when there is none.
-std::string find_tokenizer_beside(const std::string& model);
 
 // Streaming detokenization: the text each new token adds, given the tokens
 // before it. Decodes a short window of context so that decoders which look

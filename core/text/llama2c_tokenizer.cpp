@@ -1,4 +1,4 @@
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 #include <cstring>
 #include <filesystem>
@@ -9,20 +9,6 @@
 #include "base/error.h"
 
 namespace sy {
-
-std::string Llama2cTokenizer::find_beside(const std::string& model_path) {
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(model_path).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (fs::exists(dir / "tokenizer.bin", ec)) return (dir / "tokenizer.bin").string();
-  std::vector<fs::path> found;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("tok", 0) == 0 && e.path().extension() == ".bin") found.push_back(e.path());
-  }
-  return found.size() == 1 ? found[0].string() : std::string();
-}
 
 Llama2cTokenizer Llama2cTokenizer::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,12 +1,12 @@
-#include "tokenizer/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <filesystem>
 
 #include "base/error.h"
 #include "gguf/gguf_file.h"
-#include "tokenizer/gguf_vocab.h"
-#include "tokenizer/hf_tokenizer.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "text/gguf_vocab.h"
+#include "text/hf_tokenizer.h"
+#include "text/llama2c_tokenizer.h"
 
 namespace sy {
 
@@ -54,37 +54,10 @@ bool ends_incomplete(const std::string& s) { return s.size() >= 3 && s.compare(s
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   std::error_code ec;
-  std::string file = path;
-  if (fs::is_regular_file(path, ec) && gguf::File::is_gguf(path))
-    return HfTokenizer::parse(gguf_tokenizer_for(path).tokenizer_json.dump(), path + " (tokenizer.ggml)");
-  if (fs::is_directory(path, ec)) {
-    if (fs::exists(fs::path(path) / "tokenizer.json")) {
-      file = (fs::path(path) / "tokenizer.json").string();
-    } else {
-      file = Llama2cTokenizer::find_beside((fs::path(path) / "model.onnx").string());
-      SY_CHECK(!file.empty(), path << ": no tokenizer in this folder (tokenizer.json, tokenizer.bin or one tok*.bin)");
-    }
-  }
-  SY_CHECK(fs::exists(file, ec), file << ": no such tokenizer file");
-  if (fs::path(file).extension() == ".json") return HfTokenizer::load(file);
-  return std::make_unique<Llama2cAdapter>(Llama2cTokenizer::load(file));
-}
-
-std::string find_tokenizer_beside(const std::string& model) {
-  std::error_code ec;
-  if (fs::is_regular_file(model, ec) && gguf::File::is_gguf(model)) return model;  // GGUF carries its own
-  const fs::path dir = fs::is_directory(model, ec) ? fs::path(model) : fs::path(model).parent_path();
-  if (fs::exists(dir / "tokenizer.json", ec)) return (dir / "tokenizer.json").string();
-  if (fs::is_directory(model, ec)) {  // a folder holding one GGUF file and no ONNX model: the GGUF's
-    std::vector<fs::path> gguf;
-    bool onnx = false;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.path().extension() == ".gguf") gguf.push_back(e.path());
-      onnx = onnx || e.path().extension() == ".onnx";
-    }
-    if (!onnx && gguf.size() == 1 && gguf::File::is_gguf(gguf[0].string())) return gguf[0].string();
-  }
-  return Llama2cTokenizer::find_beside((dir / "model.onnx").string());
+  SY_CHECK_KIND(fs::is_regular_file(path, ec), ErrorKind::NotFound, path << ": no such tokenizer file");
+  if (gguf::File::is_gguf(path)) return HfTokenizer::parse(gguf_tokenizer_for(path).tokenizer_json.dump(), path + " (tokenizer.ggml)");
+  if (fs::path(path).extension() == ".json") return HfTokenizer::load(path);
+  return std::make_unique<Llama2cAdapter>(Llama2cTokenizer::load(path));
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok, const std::vector<int>& context, bool skip_special)

@@ -1,0 +1,349 @@
+#include "model/model_folder.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "gguf/gguf_file.h"
+#include "text/gguf_vocab.h"
+
+namespace sy {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<int> int_or_list(const nlohmann::json& j) {
+  std::vector<int> out;
+  if (j.is_number_integer()) out.push_back(j.get<int>());
+  else if (j.is_array())
+    for (const auto& e : j)
+      if (e.is_number_integer()) out.push_back(e.get<int>());
+  return out;
+}
+
+bool is_gguf_path(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && gguf::File::is_gguf(path);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  SY_CHECK_KIND(in, ErrorKind::NotFound, "cannot read " << p.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+OrderedJson read_json(const fs::path& p) {
+  try {
+    return OrderedJson::parse(read_text(p));
+  } catch (const OrderedJson::exception& e) {
+    SY_THROW(p.string() << ": not valid JSON: " << e.what());
+  }
+}
+
+std::optional<GenaiConfig> read_genai_config(const std::string& dir) {
+  fs::path p = fs::path(dir) / "genai_config.json";
+  if (!fs::exists(p)) return std::nullopt;
+  std::ifstream f(p);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    SY_THROW(p.string() << ": not valid JSON: " << e.what());
+  }
+  SY_CHECK(j.contains("model") && j["model"].is_object(), p.string() << ": no 'model' object");
+  const auto& m = j["model"];
+  GenaiConfig c;
+  auto num = [&](const nlohmann::json& o, const char* key, int64_t& out) {
+    if (o.contains(key)) {
+      SY_CHECK(o[key].is_number_integer(), p.string() << ": '" << key << "' is not an integer");
+      out = o[key].get<int64_t>();
+    }
+  };
+  num(m, "context_length", c.context_length);
+  num(m, "vocab_size", c.vocab_size);
+  if (m.contains("eos_token_id")) c.eos_ids = int_or_list(m["eos_token_id"]);
+  if (m.contains("bos_token_id") && m["bos_token_id"].is_number_integer()) c.bos_id = m["bos_token_id"].get<int>();
+  if (m.contains("pad_token_id") && m["pad_token_id"].is_number_integer()) c.pad_id = m["pad_token_id"].get<int>();
+  if (m.contains("decoder") && m["decoder"].is_object()) {
+    const auto& d = m["decoder"];
+    num(d, "head_size", c.head_size);
+    num(d, "num_key_value_heads", c.kv_heads);
+    num(d, "num_hidden_layers", c.num_layers);
+    if (d.contains("filename") && d["filename"].is_string()) c.filename = d["filename"].get<std::string>();
+    for (const char* section : {"inputs", "outputs"})
+      if (d.contains(section) && d[section].is_object())
+        for (const auto& [k, v] : d[section].items())
+          if (v.is_string()) (std::string(section) == "inputs" ? c.inputs : c.outputs)[k] = v.get<std::string>();
+  }
+  return c;
+}
+
+// tokenizer_config.json's eos_token (a string or an AddedToken object),
+// looked up in tokenizer.json's added tokens and vocabulary.
+std::optional<int> tokenizer_config_eos_id(const fs::path& dir) {
+  const fs::path config_path = dir / "tokenizer_config.json", tokenizer_path = dir / "tokenizer.json";
+  if (!fs::exists(config_path) || !fs::exists(tokenizer_path)) return std::nullopt;
+  try {
+    std::ifstream cf(config_path), tf(tokenizer_path);
+    const nlohmann::json config = nlohmann::json::parse(cf), tok = nlohmann::json::parse(tf);
+    if (!config.contains("eos_token")) return std::nullopt;
+    const nlohmann::json& e = config["eos_token"];
+    const std::string text = e.is_string() ? e.get<std::string>() : e.is_object() ? e.value("content", std::string()) : std::string();
+    if (text.empty()) return std::nullopt;
+    if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+      for (const auto& a : tok["added_tokens"])
+        if (a.is_object() && a.value("content", std::string()) == text && a.contains("id") && a["id"].is_number_integer()) return a["id"].get<int>();
+    if (tok.contains("model") && tok["model"].contains("vocab") && tok["model"]["vocab"].is_object() && tok["model"]["vocab"].contains(text) &&
+        tok["model"]["vocab"][text].is_number_integer())
+      return tok["model"]["vocab"][text].get<int>();
+  } catch (const std::exception& e) {
+    SY_THROW(dir.string() << ": cannot read the eos token from tokenizer_config.json / tokenizer.json: " << e.what());
+  }
+  return std::nullopt;
+}
+
+std::string resolve_model_file(const std::string& path) {
+  if (!fs::is_directory(path)) return path;
+  if (auto cfg = read_genai_config(path); cfg && !cfg->filename.empty()) return (fs::path(path) / cfg->filename).string();
+  if (fs::exists(fs::path(path) / "model.onnx")) return (fs::path(path) / "model.onnx").string();
+  std::vector<std::string> found, gguf;
+  for (const auto& e : fs::directory_iterator(path)) {
+    if (e.path().extension() == ".onnx") found.push_back(e.path().string());
+    if (e.path().extension() == ".gguf") gguf.push_back(e.path().string());
+  }
+  if (found.empty() && gguf.size() == 1) return gguf[0];
+  SY_CHECK(found.size() == 1, path << ": a model folder needs model.onnx, one *.onnx file, genai_config.json naming it, or one "
+                                      "*.gguf file ("
+                                   << found.size() << " .onnx and " << gguf.size() << " .gguf files found)");
+  return found[0];
+}
+
+// llama2.c's tokenizer beside a model: tokenizer.bin, else the only tok*.bin.
+std::string llama2c_tokenizer_in(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer.bin", ec)) return (dir / "tokenizer.bin").string();
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("tok", 0) == 0 && e.path().extension() == ".bin") found.push_back(e.path());
+  }
+  return found.size() == 1 ? found[0].string() : std::string();
+}
+
+// The tokenizer a folder holds: tokenizer.json, else llama2.c's; "" when none.
+std::string tokenizer_in(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer.json", ec)) return (dir / "tokenizer.json").string();
+  return llama2c_tokenizer_in(dir);
+}
+
+// The chat template of a folder: chat_template.jinja or chat_template.json
+// (newer exports), else tokenizer_config.json's; special tokens from
+// tokenizer_config.json and special_tokens_map.json.
+std::optional<ChatTemplate> folder_chat_template(const fs::path& dir) {
+  OrderedJson special = OrderedJson::object();
+  std::optional<OrderedJson> value;
+  std::string origin;
+  const fs::path config_path = dir / "tokenizer_config.json";
+  if (fs::exists(config_path)) {
+    const OrderedJson config = read_json(config_path);
+    collect_special_tokens(config, special);
+    if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null()) {
+      value = config["chat_template"];
+      origin = config_path.string();
+    }
+  }
+  if (fs::exists(dir / "special_tokens_map.json")) collect_special_tokens(read_json(dir / "special_tokens_map.json"), special);
+  if (fs::exists(dir / "chat_template.jinja")) {
+    origin = (dir / "chat_template.jinja").string();
+    return ChatTemplate::from_source(read_text(origin), origin, special);
+  }
+  if (fs::exists(dir / "chat_template.json")) {
+    origin = (dir / "chat_template.json").string();
+    const OrderedJson j = read_json(origin);
+    SY_CHECK(j.is_object() && j.contains("chat_template"), origin << ": no 'chat_template' field");
+    value = j["chat_template"];
+  }
+  if (!value || (value->is_array() && value->empty()) || (value->is_string() && value->get<std::string>().empty())) return std::nullopt;
+  return ChatTemplate::from_config_value(*value, origin, special);
+}
+
+// A GGUF file carries its template (tokenizer.chat_template) and tokens.
+std::optional<ChatTemplate> gguf_chat_template(const std::string& path) {
+  const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
+  if (!g.chat_template) return std::nullopt;
+  OrderedJson special = OrderedJson::object();
+  if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
+  if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
+  return ChatTemplate::from_source(*g.chat_template, path + " (tokenizer.chat_template)", special);
+}
+
+}  // namespace
+
+struct ModelFolder::Lazy {
+  std::once_flag tokenizer_once, template_once;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat_template;
+};
+
+ModelFolder ModelFolder::open(const std::string& model, ModelFolderOptions options) {
+  ModelFolder f;
+  f.argument_ = model;
+  f.model_file_ = resolve_model_file(model);
+  f.gguf_ = is_gguf_path(f.model_file_);
+  f.dir_ = fs::path(f.model_file_).parent_path().string();
+  f.genai_ = read_genai_config(f.dir_.empty() ? "." : f.dir_);
+  if (!options.tokenizer.empty()) f.tokenizer_file_ = tokenizer_file_of(options.tokenizer);
+  else if (f.gguf_) f.tokenizer_file_ = f.model_file_;
+  else f.tokenizer_file_ = tokenizer_in(f.dir_.empty() ? fs::path(".") : fs::path(f.dir_));
+  f.chat_template_file_ = options.chat_template;
+  f.lazy_ = std::make_shared<Lazy>();
+  return f;
+}
+
+std::string ModelFolder::name() const {
+  std::string s = argument_;
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  std::string stem = s.substr(s.find_last_of('/') + 1);
+  return stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".onnx") == 0 ? stem.substr(0, stem.size() - 5) : stem;
+}
+
+std::shared_ptr<const Tokenizer> ModelFolder::tokenizer() const {
+  std::call_once(lazy_->tokenizer_once, [&] {
+    if (!tokenizer_file_.empty()) lazy_->tokenizer = load_tokenizer(tokenizer_file_);
+  });
+  SY_CHECK_KIND(lazy_->tokenizer, ErrorKind::NotFound,
+                "no tokenizer (tokenizer.json, tokenizer.bin or one tok*.bin) beside " << argument_ << "; name one (--tokenizer, 'tokenizer:')");
+  return lazy_->tokenizer;
+}
+
+const std::optional<ChatTemplate>& ModelFolder::chat_template() const {
+  std::call_once(lazy_->template_once, [&] {
+    if (!chat_template_file_.empty()) lazy_->chat_template = chat_template_file(chat_template_file_);
+    if (!lazy_->chat_template && !tokenizer_file_.empty() && tokenizer_file_ != model_file_)
+      lazy_->chat_template = chat_template_of(tokenizer_file_);
+    if (!lazy_->chat_template) lazy_->chat_template = chat_template_of(model_file_);
+  });
+  return lazy_->chat_template;
+}
+
+std::vector<int> ModelFolder::eos_ids() const {
+  if (genai_ && !genai_->eos_ids.empty()) return genai_->eos_ids;
+  if (gguf_) {
+    // The file's end-of-generation tokens: eos, and end-of-turn/-message.
+    const GgufTokenizerConfig& t = gguf_tokenizer_for(model_file_);
+    std::vector<int> ids;
+    for (const auto& id : {t.eos_id, t.eot_id, t.eom_id})
+      if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+    if (!ids.empty()) return ids;
+  }
+  const fs::path dir(dir_);
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    fs::path p = dir / name;
+    if (!fs::exists(p)) continue;
+    std::ifstream f(p);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      SY_THROW(p.string() << ": not valid JSON: " << e.what());
+    }
+    if (j.contains("eos_token_id")) {
+      auto ids = int_or_list(j["eos_token_id"]);
+      if (!ids.empty()) return ids;
+    }
+  }
+  if (auto id = tokenizer_config_eos_id(dir)) return {*id};
+  return {2};
+}
+
+SamplingDefaults ModelFolder::sampling_defaults() const {
+  SamplingDefaults d;
+  if (gguf_) return d;  // GGUF carries no sampling defaults
+  const fs::path dir(dir_);
+  for (const char* name : {"generation_config.json", "genai_config.json"}) {
+    const fs::path p = dir / name;
+    if (!fs::exists(p)) continue;
+    std::ifstream f(p);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      SY_THROW(p.string() << ": not valid JSON: " << e.what());
+    }
+    if (std::string(name) == "genai_config.json") j = j.contains("search") ? j["search"] : nlohmann::json::object();
+    if (!j.is_object()) continue;
+    auto number = [&](const char* key) -> std::optional<float> {
+      if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+      SY_CHECK(j[key].is_number(), p.string() << ": '" << key << "' must be a number");
+      return j[key].get<float>();
+    };
+    const bool sampling = !j.contains("do_sample") || !j["do_sample"].is_boolean() || j["do_sample"].get<bool>();
+    d.repetition_penalty = number("repetition_penalty");
+    if (sampling) {
+      d.temperature = number("temperature");
+      d.top_p = number("top_p");
+      d.min_p = number("min_p");
+      if (auto k = number("top_k")) d.top_k = static_cast<int>(*k);
+    }
+    if (d.repetition_penalty && *d.repetition_penalty == 1.f) d.repetition_penalty.reset();
+    if (!d.empty()) {
+      d.source = p.string();
+      return d;
+    }
+  }
+  return d;
+}
+
+std::string ModelFolder::find_tokenizer_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return fs::exists(path, ec) ? path : std::string();
+  std::string found = tokenizer_in(path);
+  if (found.empty()) {
+    // A folder holding one GGUF file and no ONNX model: the GGUF's.
+    std::vector<fs::path> gguf;
+    bool onnx = false;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.path().extension() == ".gguf") gguf.push_back(e.path());
+      onnx = onnx || e.path().extension() == ".onnx";
+    }
+    if (!onnx && gguf.size() == 1 && is_gguf_path(gguf[0].string())) found = gguf[0].string();
+  }
+  return found;
+}
+
+std::string ModelFolder::tokenizer_file_of(const std::string& path) {
+  std::error_code ec;
+  SY_CHECK_KIND(fs::exists(path, ec), ErrorKind::NotFound, path << ": no such tokenizer file or folder");
+  const std::string found = find_tokenizer_file(path);
+  SY_CHECK_KIND(!found.empty(), ErrorKind::NotFound, path << ": no tokenizer in this folder (tokenizer.json, tokenizer.bin or one tok*.bin)");
+  return found;
+}
+
+ChatTemplate ModelFolder::chat_template_file(const std::string& path) {
+  const fs::path p(path);
+  OrderedJson special = OrderedJson::object();
+  if (fs::exists(p.parent_path() / "tokenizer_config.json")) collect_special_tokens(read_json(p.parent_path() / "tokenizer_config.json"), special);
+  if (p.extension() == ".json") {
+    const OrderedJson j = read_json(p);
+    SY_CHECK(j.is_object() && j.contains("chat_template"), path << ": no 'chat_template' field");
+    return ChatTemplate::from_config_value(j["chat_template"], path, special);
+  }
+  return ChatTemplate::from_source(read_text(p), path, special);
+}
+
+std::optional<ChatTemplate> ModelFolder::chat_template_of(const std::string& path) {
+  if (is_gguf_path(path)) return gguf_chat_template(path);
+  std::error_code ec;
+  return folder_chat_template(fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path());
+}
+
+}  // namespace sy
