@@ -1,21 +1,22 @@
-// Jinja2's filters and tests, the str/dict methods templates call, and the
-// globals transformers adds (raise_exception, strftime_now), with Python's
-// semantics. The sandbox is immutable, as transformers' is: list.append and
-// other mutating methods are refused.
+// What the filters and tests share (jinja_builtins.h), the str/dict
+// methods templates call, and the globals transformers adds
+// (raise_exception, strftime_now), with Python's semantics. The sandbox is
+// immutable, as transformers' is: list.append and other mutating methods
+// are refused.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <ctime>
 
 #include "base/error.h"
-#include "text/jinja_internal.h"
+#include "text/jinja_builtins.h"
 #include "text/unicode.h"
 
 namespace sy::jinja::detail {
 
 namespace {
-
 constexpr int64_t kMaxRange = 1 << 20;  // a template never needs more; a hostile one cannot exhaust memory
+}  // namespace
 
 const Value* arg(Args& a, size_t index, const char* name) {
   if (index < a.positional.size()) return &a.positional[index];
@@ -389,7 +390,6 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-}  // namespace
 
 Value member(Ctx& c, const Value& obj, const std::string& key, bool attribute_first) {
   if (obj.is_undefined()) c.error("'" + obj.undefined_name() + "' is undefined (looking up '" + key + "')");
@@ -409,281 +409,9 @@ Value member(Ctx& c, const Value& obj, const std::string& key, bool attribute_fi
   return method(c, obj, key);
 }
 
-bool test(Ctx& c, const std::string& name, const Value& v, Args& a) {
-  const Value* x = arg(a, 0, "value");
-  auto need = [&]() -> const Value& {
-    if (!x) c.error("test '" + name + "' needs an argument");
-    return *x;
-  };
-  if (name == "defined") return !v.is_undefined();
-  if (name == "undefined") return v.is_undefined();
-  if (name == "none") return v.is_none();
-  if (name == "boolean") return v.is_bool();
-  if (name == "true") return v.is_bool() && v.as_bool();
-  if (name == "false") return v.is_bool() && !v.as_bool();
-  if (name == "integer") return v.is_int();
-  if (name == "float") return v.is_float();
-  if (name == "number") return v.is_number() || v.is_bool();
-  if (name == "string") return v.is_string();
-  if (name == "mapping") return v.is_dict();
-  if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string();
-  if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
-  if (name == "callable") return v.is_callable();
-  if (name == "sameas") {
-    const Value& o = need();
-    if (v.is_none() || v.is_bool() || v.is_undefined()) return v.type_name() == o.type_name() && v == o;
-    return v == o && v.type_name() == o.type_name() && (v.is_list() ? &v.list() == &o.list() : v.is_dict() ? &v.dict() == &o.dict() : true);
-  }
-  if (name == "eq" || name == "equalto" || name == "==") return v == need();
-  if (name == "ne" || name == "!=") return !(v == need());
-  if (name == "lt" || name == "lessthan" || name == "<") return compare(c, v, need()) < 0;
-  if (name == "gt" || name == "greaterthan" || name == ">") return compare(c, v, need()) > 0;
-  if (name == "le" || name == "<=") return compare(c, v, need()) <= 0;
-  if (name == "ge" || name == ">=") return compare(c, v, need()) >= 0;
-  if (name == "in") return contains(c, need(), v);
-  if (name == "odd" || name == "even" || name == "divisibleby") {
-    if (!v.is_int()) c.error("test '" + name + "' needs an integer, got " + v.type_name());
-    if (name == "divisibleby") {
-      const Value& d = need();
-      if (!d.is_int() || d.as_int() == 0) c.error("divisibleby needs a non-zero integer");
-      return v.as_int() % d.as_int() == 0;
-    }
-    return (((v.as_int() % 2) + 2) % 2 == 1) == (name == "odd");
-  }
-  if (name == "lower") return v.is_string() && lower(v.as_string()) == v.as_string();
-  if (name == "upper") return v.is_string() && upper(v.as_string()) == v.as_string();
-  if (name == "escaped") return false;
-  c.error("unknown test '" + name + "'");
-}
 
-Value filter(Ctx& c, const std::string& name, const Value& v, Args& a) {
-  auto need_string = [&]() -> const std::string& {
-    if (!v.is_string()) c.error("filter '" + name + "' needs a string, got " + v.type_name());
-    return v.as_string();
-  };
-  if (name == "safe") return v;
-  if (name == "string") return Value(v.str());
-  if (name == "trim") {
-    const Value* ch = arg(a, 0, "chars");
-    std::string chars = ch && !ch->is_none() ? arg_str(c, a, 0, "chars", "") : "";
-    return Value(strip(v.str(), ch && !ch->is_none() ? &chars : nullptr, true, true));
-  }
-  if (name == "upper") return Value(upper(v.str()));
-  if (name == "lower") return Value(lower(v.str()));
-  if (name == "title") return Value(jinja_title(v.str()));
-  if (name == "capitalize") return Value(capitalize(v.str()));
-  if (name == "escape" || name == "e" || name == "forceescape") return Value(html_escape(v.str()));
-  if (name == "replace") {
-    const Value* count = arg(a, 2, "count");
-    return Value(replace_all(v.str(), arg_str(c, a, 0, "old", ""), arg_str(c, a, 1, "new", ""),
-                             count && !count->is_none() ? arg_int(c, a, 2, "count", -1) : -1));
-  }
-  if (name == "length" || name == "count") return Value(py_len(c, v));
-  if (name == "wordcount") {
-    int64_t words = 0;
-    bool in_word = false;
-    for (char32_t cp : cps(v.str())) {
-      const bool w = is_word_char(cp);
-      words += w && !in_word;
-      in_word = w;
-    }
-    return Value(words);
-  }
-  if (name == "default" || name == "d") {
-    const bool boolean = arg_bool(a, 1, "boolean", false);
-    if (v.is_undefined() || (boolean && !v.truthy())) {
-      const Value* d = arg(a, 0, "default_value");
-      return d ? *d : Value("");
-    }
-    return v;
-  }
-  if (name == "tojson") {
-    const Value* indent = arg(a, 0, "indent");
-    const int64_t ind = indent && !indent->is_none() ? arg_int(c, a, 0, "indent", -1) : -1;
-    if (a.kw("separators") && !a.kw("separators")->is_none()) c.error("tojson: separators= is not supported");
-    if (a.kw("ensure_ascii") && a.kw("ensure_ascii")->truthy()) c.error("tojson: ensure_ascii=True is not supported");
-    try {
-      return Value(to_json_text(v, static_cast<int>(std::clamp<int64_t>(ind, -1, 64)), arg_bool(a, 99, "sort_keys", false)));
-    } catch (const Error& e) {
-      c.error(e.what());
-    }
-  }
-  if (name == "join") {
-    const std::string sep = arg_str(c, a, 0, "d", "");
-    const Value* attr = a.kw("attribute");
-    if (!attr && a.positional.size() > 1) attr = &a.positional[1];
-    std::string out;
-    bool first = true;
-    for (const auto& e : iterate(c, v)) {
-      if (!first) out += sep;
-      out += (attr ? attribute_path(c, e, attr->str()) : e).str();
-      first = false;
-    }
-    return Value(out);
-  }
-  if (name == "first" || name == "last") {
-    List items = iterate(c, v);
-    if (items.empty()) return Value(Undefined{"(empty sequence)." + name});
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "list") return Value(iterate(c, v));
-  if (name == "items") {
-    if (v.is_undefined()) return Value(List{});
-    if (!v.is_dict()) c.error("filter 'items' needs a mapping, got " + v.type_name());
-    return method(c, v, "items").callable()(a);
-  }
-  if (name == "dictsort") {
-    if (!v.is_dict()) c.error("filter 'dictsort' needs a mapping, got " + v.type_name());
-    List pairs;
-    for (const auto& [k, x] : v.dict().items) pairs.push_back(Value::tuple(List{Value(k), x}));
-    const bool by_value = arg_str(c, a, 1, "by", "key") == "value";
-    return sort_values(c, std::move(pairs), arg_bool(a, 2, "reverse", false), arg_bool(a, 0, "case_sensitive", false), by_value ? "1" : "0");
-  }
-  if (name == "reverse") {
-    if (v.is_string()) {
-      std::vector<char32_t> r = cps(v.as_string());
-      std::reverse(r.begin(), r.end());
-      return Value(utf8(r));
-    }
-    List items = iterate(c, v);
-    std::reverse(items.begin(), items.end());
-    return Value(std::move(items));
-  }
-  if (name == "sort")
-    return sort_values(c, iterate(c, v), arg_bool(a, 0, "reverse", false), arg_bool(a, 1, "case_sensitive", false),
-                       arg_str(c, a, 2, "attribute", ""));
-  if (name == "unique") {
-    List out;
-    for (const auto& e : iterate(c, v)) {
-      Value key = e.is_string() && !arg_bool(a, 0, "case_sensitive", false) ? Value(lower(e.as_string())) : e;
-      bool seen = false;
-      for (const auto& o : out) {
-        Value ok = o.is_string() && !arg_bool(a, 0, "case_sensitive", false) ? Value(lower(o.as_string())) : o;
-        if (ok == key) seen = true;
-      }
-      if (!seen) out.push_back(e);
-    }
-    return Value(std::move(out));
-  }
-  if (name == "min" || name == "max") {
-    List items = iterate(c, v);
-    if (items.empty()) return Value(Undefined{name + " of an empty sequence"});
-    Value best = items[0];
-    for (const auto& e : items)
-      if ((compare(c, e, best) < 0) == (name == "min") && !(e == best)) best = e;
-    return best;
-  }
-  if (name == "sum") {
-    Value total = Value(arg_int(c, a, 1, "start", 0));
-    const std::string attr = arg_str(c, a, 0, "attribute", "");
-    for (const auto& e : iterate(c, v)) {
-      const Value x = attr.empty() ? e : attribute_path(c, e, attr);
-      if (!x.is_number() && !x.is_bool()) c.error("sum: cannot add " + x.type_name());
-      int64_t r = 0;
-      if (total.is_int() && (x.is_int() || x.is_bool()) && !__builtin_add_overflow(total.as_int(), x.is_int() ? x.as_int() : int64_t{x.as_bool()}, &r))
-        total = Value(r);
-      else
-        total = Value(total.as_number() + x.as_number());
-    }
-    return total;
-  }
-  if (name == "map") {
-    List out;
-    const Value* attr = a.kw("attribute");
-    for (const auto& e : iterate(c, v)) {
-      if (attr) {
-        Value x = attribute_path(c, e, attr->str());
-        if (x.is_undefined() && a.kw("default")) x = *a.kw("default");
-        out.push_back(x);
-      } else {
-        if (a.positional.empty() || !a.positional[0].is_string()) c.error("map needs a filter name or attribute=");
-        Args rest;
-        rest.positional.assign(a.positional.begin() + 1, a.positional.end());
-        rest.keyword = a.keyword;
-        out.push_back(filter(c, a.positional[0].as_string(), e, rest));
-      }
-    }
-    return Value(std::move(out));
-  }
-  if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-    const bool attr = name.size() > 6;
-    const bool keep = name[0] == 's';
-    if (attr && (a.positional.empty() || !a.positional[0].is_string())) c.error(name + " needs an attribute name");
-    List out;
-    for (const auto& e : iterate(c, v)) {
-      const Value x = attr ? attribute_path(c, e, a.positional[0].as_string()) : e;
-      if (passes(c, x, a, attr ? 1 : 0) == keep) out.push_back(e);
-    }
-    return Value(std::move(out));
-  }
-  if (name == "int") {
-    const int64_t fallback = arg_int(c, a, 0, "default", 0);
-    if (v.is_int()) return v;
-    if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
-    if (v.is_float()) return fits_int64(v.as_number()) ? Value(static_cast<int64_t>(v.as_number())) : Value(fallback);
-    if (v.is_string()) {
-      const std::string s = strip(v.as_string(), nullptr, true, true);
-      try {
-        size_t used = 0;
-        const int64_t n = std::stoll(s, &used, 10);
-        if (used == s.size()) return Value(n);
-        const double d = std::stod(s, &used);
-        if (used == s.size() && fits_int64(d)) return Value(static_cast<int64_t>(d));
-      } catch (...) {
-      }
-    }
-    return Value(fallback);
-  }
-  if (name == "float") {
-    if (v.is_number() || v.is_bool()) return Value(v.as_number());
-    if (v.is_string()) {
-      try {
-        size_t used = 0;
-        const std::string s = strip(v.as_string(), nullptr, true, true);
-        const double d = std::stod(s, &used);
-        if (used == s.size()) return Value(d);
-      } catch (...) {
-      }
-    }
-    const Value* d = arg(a, 0, "default");
-    return d ? Value(d->as_number()) : Value(0.0);
-  }
-  if (name == "abs") {
-    if (v.is_int()) return v.as_int() == INT64_MIN ? Value(-v.as_number()) : Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
-    if (v.is_number()) return Value(std::fabs(v.as_number()));
-    c.error("bad operand type for abs(): " + v.type_name());
-  }
-  if (name == "round") {
-    if (!v.is_number() && !v.is_bool()) c.error("filter 'round' needs a number, got " + v.type_name());
-    const int64_t precision = arg_int(c, a, 0, "precision", 0);
-    const std::string how = arg_str(c, a, 1, "method", "common");
-    const double scale = std::pow(10.0, static_cast<double>(precision)), x = v.as_number() * scale;
-    const double r = how == "ceil" ? std::ceil(x) : how == "floor" ? std::floor(x) : std::nearbyint(x);  // Python's round: half to even
-    return Value(r / scale);
-  }
-  if (name == "indent") {
-    const Value* w = arg(a, 0, "width");
-    const std::string pad = w && w->is_string() ? w->as_string() : std::string(static_cast<size_t>(std::clamp<int64_t>(arg_int(c, a, 0, "width", 4), 0, 256)), ' ');
-    const bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
-    const std::string& s = need_string();
-    std::string out;
-    size_t b = 0;
-    bool first_line = true;
-    while (b <= s.size()) {
-      const size_t e = s.find('\n', b);
-      const std::string line = s.substr(b, e == std::string::npos ? std::string::npos : e - b);
-      if ((!first_line || first) && (blank || !line.empty())) out += pad;
-      out += line;
-      if (e == std::string::npos) break;
-      out += '\n';
-      b = e + 1;
-      first_line = false;
-    }
-    return Value(out);
-  }
-  if (name == "batch" || name == "slice") c.error("filter '" + name + "' is not supported");
-  c.error("unknown filter '" + name + "'");
-}
+
+
 
 void install_globals(std::map<std::string, Value>& g) {
   g["range"] = Value(Callable([](Args& a) -> Value {

@@ -1,6 +1,6 @@
-// What the interpreter (jinja.cpp) and its builtins (jinja_builtins.cpp)
-// share: the render context and Python's iteration, ordering and membership.
-// Not part of the public API.
+// What the interpreter's parts share (lexer, parser, evaluator, builtins,
+// filters, tests): the render context and Python's iteration, ordering and
+// membership. Not part of the public API.
 #pragma once
 #include <map>
 #include <string>
