@@ -1,68 +1,53 @@
-// The step engine's request queue and thread, the step itself (plan, lay
-// out, run, verify or emit), finishing and metrics. The parts it calls
-// live beside it: step_planning.cpp, step_layout.cpp, step_speculation.cpp.
+// The step engine: requests in (submit, cancel), the engine thread's loop,
+// the step itself, and how a sequence ends. The parts the step calls live
+// in engine/step/; postprocessing in step_postprocess.cpp.
 #include "engine/step_engine.h"
-
-#include "engine/step_sequence.h"
 
 #include <algorithm>
 #include <chrono>
 
 namespace sy {
 
+namespace {
+
+DecoderModel& paged(DecoderModel& model) {
+  SY_CHECK(model.paged_attention(), model.path() << ": the step engine needs the attention-fusion pass to have fused "
+                                                    "every layer's attention");
+  return model;
+}
+
+StepEngineOptions checked(StepEngineOptions o) {
+  SY_CHECK(o.max_batch_tokens > 0 && o.max_seqs > 0, "step engine: max_batch_tokens and max_seqs must be positive");
+  return o;
+}
+
+}  // namespace
 
 StepEngine::StepEngine(DecoderModel& model, PluginCacheManager& cache, PluginScheduler* scheduler, StepEngineOptions options)
-    : model_(model),
+    : model_(paged(model)),
       cache_(cache),
-      scheduler_(scheduler),
-      options_(options),
-      kv_events_(cache.storage(0).first.device),
-      epoch_(std::chrono::steady_clock::now()) {
-  SY_CHECK(model_.paged_attention(), model_.path() << ": the step engine needs the attention-fusion pass to have fused "
-                                                      "every layer's attention");
-  SY_CHECK(options_.max_batch_tokens > 0 && options_.max_seqs > 0, "step engine: max_batch_tokens and max_seqs must be positive");
-  for (int l = 0; l < model_.num_layers(); ++l) {
-    auto [k, v] = cache_.storage(l);
-    SY_CHECK(k.rank == 4 && v.rank == 4 && k.data && v.data && k.dims[1] == model_.kv_heads() && k.dims[3] == model_.head_dim(),
-             "cache manager storage for layer " << l << " does not match the model ([blocks, " << model_.kv_heads() << ", block, "
-                                                << model_.head_dim() << "] expected)");
-    key_cache_.push_back(k);
-    value_cache_.push_back(v);
-  }
-  block_size_ = static_cast<int32_t>(key_cache_[0].dims[2]);
-  metrics_.total_blocks = cache_.stats().total_blocks;
+      options_(checked(options)),
+      epoch_(std::chrono::steady_clock::now()),
+      runner_(model_, cache_, counters_),
+      constrainer_(*this),
+      planner_(cache_, scheduler, options_, runner_.block_size(), *this, queue_, counters_, [this] { return now_ms(); }),
+      kv_events_(cache.storage(0).first.device) {
+  counters_.update([&](StepEngineMetrics& m) { m.total_blocks = cache_.stats().total_blocks; });
   drain_cache_events();  // the first call tells the cache manager to record them
 }
 
-// The cache manager's events since the last step, into the event log. A
-// failure here costs the events, not the step.
-void StepEngine::drain_cache_events() {
-  if (!cache_.has_events()) return;
-  try {
-    kv_events_.record(cache_.take_events());
-  } catch (const std::exception& e) {
-    note_plugin_failure(e.what());
-  }
-}
-
 StepEngine::~StepEngine() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
+  queue_.stop();
   if (thread_.joinable()) thread_.join();
   // Requests that never reached the engine thread.
-  for (auto& s : incoming_) {
-    if (s->constrained) masker_->end(s->id);
+  for (auto& s : queue_.drain()) {
+    constrainer_.end(s.get());
     s->result.finish_reason = FinishReason::Cancelled;
     s->promise.set_value(s->result);
   }
 }
 
-double StepEngine::now_ms() const {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_).count();
-}
+// ---- requests in (any thread)
 
 void StepEngine::validate(const GenerationRequest& r) const {
   model_.check_prompt(r.prompt);
@@ -72,63 +57,35 @@ void StepEngine::validate(const GenerationRequest& r) const {
   SY_CHECK(r.timeout_ms >= 0, "timeout_ms must be >= 0");
   Sampler check(r.sampling);  // throws for bad sampling parameters
   (void)check;
-  SY_CHECK(r.constraint.empty() || masker_, "the request asks for structured output (" << r.constraint.kind << ") but "
-                                                << (no_masker_.empty() ? "this profile has no logits processor ('logits_processor:' in the manifest)"
-                                                                       : no_masker_));
+  constrainer_.check(r);
 }
 
 uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callbacks, std::future<GenerationResult>* result) {
   validate(request);
-  auto s = std::make_unique<Seq>();
+  auto s = std::make_unique<Sequence>();
+  s->id = queue_.new_id();
   s->req = request;
   s->callbacks = std::move(callbacks);
   s->tokens.assign(request.prompt.begin(), request.prompt.end());
   s->sampler = Sampler(request.sampling);
   s->sampler.set_prompt(request.prompt);
   s->arrival_ms = now_ms();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    s->id = next_id_++;
-  }
-  if (!request.constraint.empty()) {
-    // Compiled here, on the submitting thread: a constraint the processor
-    // refuses is the caller's error, thrown like any invalid request.
-    masker_->begin(s->id, request.constraint);
-    s->constrained = true;
-  }
-  struct EndUnlessQueued {
-    TokenMasker* masker;
-    Seq* s;
-    ~EndUnlessQueued() {
-      if (s && s->constrained) masker->end(s->id);
-    }
-  } end_unless_queued{masker_, s.get()};
+  // Compiled here, on the submitting thread: a constraint the processor
+  // refuses is the caller's error, thrown like any invalid request.
+  constrainer_.begin(s.get());
   if (result) *result = s->promise.get_future();
   const uint64_t id = s->id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    SY_CHECK(!stop_, "the engine is shutting down");
-    SY_CHECK_KIND(out_of_service_.empty(), ErrorKind::PluginFailure, out_of_service_);
-    // Every submitted request ends in finish(), which counts it under mu_.
-    const int64_t queued = submitted_ - (metrics_.finished + metrics_.cancelled + metrics_.failed);
-    SY_CHECK(options_.max_queue <= 0 || queued < options_.max_queue,
-             "the engine has " << queued << " requests queued or running, the limit (limits.max_queue) is " << options_.max_queue);
-    ++submitted_;
-    end_unless_queued.s = nullptr;
-    incoming_.push_back(std::move(s));
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  try {
+    queue_.push(std::move(s), options_.max_queue);  // takes s only when it queues it
+  } catch (...) {
+    constrainer_.end(s.get());
+    throw;
   }
-  cv_.notify_all();
+  std::call_once(thread_started_, [this] { thread_ = std::thread([this] { loop(); }); });
   return id;
 }
 
-void StepEngine::cancel(uint64_t id) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancel_requests_.push_back(id);
-  }
-  cv_.notify_all();
-}
+void StepEngine::cancel(uint64_t id) { queue_.cancel(id); }
 
 std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationRequest>& requests, const TokenCallback& on_token) {
   for (const auto& r : requests) validate(r);
@@ -146,55 +103,28 @@ std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationR
 }
 
 void StepEngine::set_drafter(Drafter* drafter, int32_t max_k, bool adaptive_length) {
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  drafter_ = drafter;
-  spec_k_ = drafter ? std::max(1, max_k) : 0;
-  spec_policy_ = drafter ? std::make_unique<SpeculationPolicy>(spec_k_, adaptive_length) : nullptr;
+  std::lock_guard<std::mutex> lock(model_mu_);
+  SequenceEnds& ends = *this;
+  speculator_ = drafter ? std::make_unique<Speculator>(*drafter, max_k, adaptive_length, model_, cache_, constrainer_, ends, counters_,
+                                                       options_.max_batch_tokens)
+                        : nullptr;
 }
 
-StepEngineMetrics StepEngine::metrics() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return metrics_;
+double StepEngine::now_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_).count();
 }
 
-void StepEngine::record_steps(bool on) {
-  std::lock_guard<std::mutex> lock(mu_);
-  recording_ = on;
-}
-
-std::vector<StepRecord> StepEngine::step_records() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return records_;
-}
+// ---- the engine thread
 
 void StepEngine::loop() {
   for (;;) {
-    std::vector<uint64_t> cancels;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      auto has_news = [&] { return stop_ || !incoming_.empty() || !cancel_requests_.empty(); };
-      if (waiting_.empty() && running_.empty()) cv_.wait(lock, has_news);
-      if (stop_) break;
-      while (!incoming_.empty()) {
-        Seq* s = incoming_.front().get();
-        live_.push_back(std::move(incoming_.front()));
-        incoming_.pop_front();
-        metrics_.prompt_tokens += static_cast<int64_t>(s->tokens.size());
-        waiting_.push_back(s);
-      }
-      cancels.swap(cancel_requests_);
-    }
+    RequestQueue::Arrivals arrivals = queue_.take(/*idle=*/planner_.idle());
+    if (arrivals.stop) break;
     bool worked = false;
     {
-      // Engine state and the model are shared with prompt_logits().
-      std::lock_guard<std::mutex> guard(forward_mu_);
-      for (uint64_t id : cancels)
-        for (auto& s : live_)
-          if (s->id == id && !s->finished()) finish(s.get(), FinishReason::Cancelled);
-      double now = now_ms();
-      for (auto& s : live_)
-        if (!s->finished() && s->req.max_tokens == 0) finish(s.get(), FinishReason::Length);
-        else if (!s->finished() && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), FinishReason::Timeout);
+      std::lock_guard<std::mutex> lock(model_mu_);
+      admit_arrivals(arrivals);
+      end_overdue();
       try {
         worked = step();
         failed_steps_ = 0;
@@ -205,16 +135,69 @@ void StepEngine::loop() {
       std::erase_if(live_, [](const auto& s) { return s->finished(); });
       drain_cache_events();
     }
-    if (!worked) {
-      // Nothing ran (a batching window is open): wait for news briefly.
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(1), [&] { return stop_ || !incoming_.empty() || !cancel_requests_.empty(); });
-    }
+    if (!worked) queue_.wait_briefly();  // nothing ran (a batching window is open)
   }
-  std::lock_guard<std::mutex> guard(forward_mu_);
+  std::lock_guard<std::mutex> lock(model_mu_);
   for (auto& s : live_)
     if (!s->finished()) finish(s.get(), FinishReason::Cancelled);
   live_.clear();
+}
+
+// One step: schedule, draft, run, postprocess.
+bool StepEngine::step() {
+  if (planner_.idle()) return false;
+  const size_t queued = planner_.waiting().size() + planner_.running().size();
+  StepPlan plan = planner_.plan();
+  if (plan.empty()) return planner_.waiting().size() + planner_.running().size() != queued;  // a failed admission is progress
+  if (speculator_) speculator_->propose(plan);
+  plan.drop_finished();  // a drafter failed them
+  if (plan.empty()) return true;
+  note_step(plan);
+  const SampledRows sampled = SampledRows::of(plan);
+  const double started = now_ms();
+  const Tensor logits = run(plan, sampled);
+  const double now = now_ms();
+  if (speculator_) speculator_->record_step(plan.tokens(), now - started);
+  postprocess(plan, sampled, logits, now);
+  return true;
+}
+
+// The ragged forward, with structured output's masks filled beside it (the
+// processor reads only what the sequences have accepted so far).
+Tensor StepEngine::run(const StepPlan& plan, const SampledRows& sampled) {
+  std::vector<Sequence*> masked = constrainer_.masker() ? constrainer_.undrafted(plan, sampled) : std::vector<Sequence*>{};
+  std::future<void> masks;
+  if (!masked.empty()) masks = std::async(std::launch::async, [this, &masked] { constrainer_.fill(masked); });
+  Tensor logits = runner_.forward(plan, sampled.rows);
+  if (masks.valid()) {
+    try {
+      masks.get();
+    } catch (const std::exception& e) {
+      for (Sequence* s : masked) finish(s, FinishReason::Error, e.what());
+    }
+  }
+  return logits;
+}
+
+void StepEngine::admit_arrivals(RequestQueue::Arrivals& arrivals) {
+  int64_t prompt_tokens = 0;
+  for (auto& s : arrivals.requests) {
+    prompt_tokens += static_cast<int64_t>(s->tokens.size());
+    planner_.add(s.get());
+    live_.push_back(std::move(s));
+  }
+  counters_.update([&](StepEngineMetrics& m) { m.prompt_tokens += prompt_tokens; });
+  for (uint64_t id : arrivals.cancels)
+    for (auto& s : live_)
+      if (s->id == id && !s->finished()) finish(s.get(), FinishReason::Cancelled);
+}
+
+// Requests with nothing to generate, and those past their timeout.
+void StepEngine::end_overdue() {
+  const double now = now_ms();
+  for (auto& s : live_)
+    if (!s->finished() && s->req.max_tokens == 0) finish(s.get(), FinishReason::Length);
+    else if (!s->finished() && s->req.timeout_ms > 0 && now - s->arrival_ms > s->req.timeout_ms) finish(s.get(), FinishReason::Timeout);
 }
 
 // A step that threw (a kernel, or a plugin call that concerns the whole
@@ -224,25 +207,47 @@ void StepEngine::loop() {
 // behind it: after max_plugin_failures such steps in a row they fail too,
 // with the same message.
 void StepEngine::fail_step(const std::string& msg) {
-  const bool ran_something = !running_.empty();
-  for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, msg);
+  const bool ran_something = !planner_.running().empty();
+  for (Sequence* s : std::vector<Sequence*>(planner_.running())) finish(s, FinishReason::Error, msg);
   if (ran_something) {
     failed_steps_ = 0;
     return;
   }
   if (++failed_steps_ < options_.max_plugin_failures) return;
-  for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end()))
+  for (Sequence* s : std::vector<Sequence*>(planner_.waiting().begin(), planner_.waiting().end()))
     finish(s, FinishReason::Error, msg + " (the step failed " + std::to_string(failed_steps_) + " times in a row before running anything)");
   failed_steps_ = 0;
 }
 
-void StepEngine::note_plugin_failure(const std::string& msg) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++metrics_.plugin_failures;
-  metrics_.last_plugin_failure = msg;
+// The step's plan into the counters (and the trace, when recording).
+void StepEngine::note_step(const StepPlan& plan) {
+  StepRecord record;
+  for (const auto& e : plan.entries)
+    record.entries.push_back({e.seq->id, e.tokens,
+                              e.tokens > 1 || e.seq->result.tokens.empty() ||
+                                  e.seq->computed + e.tokens < static_cast<int32_t>(e.seq->tokens.size())});
+  const auto stats = cache_.stats();
+  counters_.update([&](StepEngineMetrics& m) {
+    m.used_blocks = stats.total_blocks - stats.free_blocks;
+    m.peak_used_blocks = std::max(m.peak_used_blocks, m.used_blocks);
+    m.running = static_cast<int32_t>(planner_.running().size());
+    m.waiting = static_cast<int32_t>(planner_.waiting().size());
+  });
+  counters_.record(std::move(record));
 }
 
-void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
+// The cache manager's events since the last step, into the event log. A
+// failure here costs the events, not the step.
+void StepEngine::drain_cache_events() {
+  if (!cache_.has_events()) return;
+  try {
+    kv_events_.record(cache_.take_events());
+  } catch (const std::exception& e) {
+    counters_.plugin_failure(e.what());
+  }
+}
+
+void StepEngine::finish(Sequence* s, FinishReason reason, const std::string& error) {
   if (s->finished()) return;
   s->state = SeqState::Finished;
   if (s->holds_cache) {
@@ -252,22 +257,14 @@ void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
       // The request's result stands (its tokens are all there); the cache
       // manager may have kept its blocks. Recorded, so that a later request
       // the cache then cannot hold is told why.
-      cache_failed_ = e.what();
-      note_plugin_failure(e.what());
+      planner_.note_cache_failure(e.what());
+      counters_.plugin_failure(e.what());
     }
     s->holds_cache = false;
   }
-  std::erase(running_, s);
-  std::erase(waiting_, s);
-  if (s->constrained) masker_->end(s->id);
-  if (drafter_) {
-    spec_policy_->forget(s->id);
-    try {
-      drafter_->release(s->id);
-    } catch (const std::exception& e) {
-      note_plugin_failure(e.what());
-    }
-  }
+  planner_.remove(s);
+  constrainer_.end(s);
+  if (speculator_) speculator_->forget(s);
   s->result.finish_reason = reason;
   s->result.error = error;
   sy_cache_stats stats{};
@@ -275,133 +272,49 @@ void StepEngine::finish(Seq* s, FinishReason reason, const std::string& error) {
     stats = cache_.stats();
   } catch (const std::exception&) {
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++(reason == FinishReason::Cancelled ? metrics_.cancelled : reason == FinishReason::Error ? metrics_.failed : metrics_.finished);
-    metrics_.running = static_cast<int32_t>(running_.size());
-    metrics_.waiting = static_cast<int32_t>(waiting_.size());
-    if (stats.total_blocks > 0) metrics_.used_blocks = stats.total_blocks - stats.free_blocks;
-  }
+  counters_.update([&](StepEngineMetrics& m) {
+    ++(reason == FinishReason::Cancelled ? m.cancelled : reason == FinishReason::Error ? m.failed : m.finished);
+    m.running = static_cast<int32_t>(planner_.running().size());
+    m.waiting = static_cast<int32_t>(planner_.waiting().size());
+    if (stats.total_blocks > 0) m.used_blocks = stats.total_blocks - stats.free_blocks;
+  });
+  queue_.done();
   if (s->callbacks.on_finish) s->callbacks.on_finish(s->id, s->result);
   s->promise.set_value(s->result);
 }
 
+// ---- the model used directly (serialised with the steps)
 
-
-
-
-
-// One scheduling round and forward: plan, lay out, run, then verify or emit.
-bool StepEngine::step() {
-  if (waiting_.empty() && running_.empty()) return false;
-  fail_requests_larger_than_the_cache();
-  const size_t live_before = waiting_.size() + running_.size();
-  std::vector<Scheduled> batch = plan();
-  if (batch.empty()) return waiting_.size() + running_.size() != live_before;  // a failed admission is progress
-  if (drafter_) {
-    add_drafts(batch);
-    std::erase_if(batch, [](const Scheduled& b) { return b.seq->finished(); });  // its drafter failed it
-    if (batch.empty()) return true;
+Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  validate(r);
+  Sequence s;
+  s.id = queue_.new_id();
+  s.req = r;
+  s.tokens.assign(prompt.begin(), prompt.end());
+  // One forward over the whole prompt, without the prefix cache, so every
+  // position is computed.
+  std::lock_guard<std::mutex> lock(model_mu_);
+  SY_CHECK(cache_.allocate(s.id, static_cast<int32_t>(prompt.size())), "the prompt does not fit the KV cache");
+  Tensor logits;
+  std::vector<int64_t> rows(prompt.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  try {
+    logits = runner_.forward(StepPlan{{{&s, static_cast<int32_t>(prompt.size())}}}, rows);
+  } catch (...) {
+    cache_.release(s.id);
+    throw;
   }
-  note_step(batch);
-  const SampledRows sampled = sampled_rows(batch);
-  // Masks of the constrained sequences that sample, filled while the
-  // forward runs (the processor only reads what they have accepted).
-  std::vector<Seq*> masked;
-  if (masker_) masked = undrafted_constrained(batch, sampled);
-  std::future<void> masks;
-  if (!masked.empty()) masks = std::async(std::launch::async, [this, &masked] { fill_masks(masked); });
-  const double started = now_ms();
-  const Tensor logits = forward(batch, sampled.rows);
-  const double now = now_ms();
-  if (masks.valid()) {
-    try {
-      masks.get();
-    } catch (const std::exception& e) {
-      for (Seq* s : masked) finish(s, FinishReason::Error, e.what());
-    }
-  }
-  if (spec_policy_) {
-    int32_t tokens = 0;
-    for (const auto& b : batch) tokens += b.tokens;
-    spec_policy_->record_step(tokens, now - started);
-  }
+  cache_.release(s.id);
+  return logits;
+}
+
+std::vector<float> StepEngine::last_logits(const std::vector<int>& prompt) {
+  Tensor logits = prompt_logits(prompt);
   const int64_t V = logits.dim(1);
-  if (masker_ && V != masker_->vocab_size())
-    for (const auto& b : batch)
-      if (b.seq->constrained)
-        finish(b.seq, FinishReason::Error, masker_->label() + " masks " + std::to_string(masker_->vocab_size()) +
-                                               " tokens; the model's logits have " + std::to_string(V));
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const float* rows = sampled.first[i] >= 0 ? logits.data<float>() + sampled.first[i] * V : nullptr;
-    if (batch[i].seq->finished()) continue;  // its masks failed
-    if (!batch[i].seq->drafts.empty()) finish_drafted_step(batch[i].seq, rows, V, now);
-    else advance(batch[i], rows, V, now);
-  }
-  return true;
+  const float* row = logits.data<float>() + (logits.dim(0) - 1) * V;
+  return std::vector<float>(row, row + V);
 }
-
-// A plain step of one sequence: its KV is now computed; a complete prompt
-// (or a decode token) samples the next token.
-void StepEngine::advance(const Scheduled& b, const float* row, int64_t V, double now) {
-  Seq* s = b.seq;
-  s->computed += b.tokens;
-  if (!contained(s, [&] { cache_.commit(s->id, s->tokens.data(), s->computed); })) return;
-  if (s->computed < static_cast<int32_t>(s->tokens.size())) return;  // more prompt chunks to go
-  if (s->constrained) {
-    if (!TokenMasker::any_allowed(s->masks.data(), static_cast<int32_t>(V))) {
-      finish(s, FinishReason::Error, masker_->label() + ": the constraint allows no next token");
-      return;
-    }
-    s->sampler.set_mask(s->masks.data());
-  }
-  emit(s, s->sampler.sample(row, static_cast<int>(V)), now, row, V);
-}
-
-// The step's plan into the metrics (and the trace, when recording).
-void StepEngine::note_step(const std::vector<Scheduled>& batch) {
-  StepRecord record;
-  for (const auto& b : batch)
-    record.entries.push_back({b.seq->id, b.tokens,
-                              b.tokens > 1 || b.seq->result.tokens.empty() ||
-                                  b.seq->computed + b.tokens < static_cast<int32_t>(b.seq->tokens.size())});
-  const auto stats = cache_.stats();
-  std::lock_guard<std::mutex> mlock(mu_);
-  metrics_.used_blocks = stats.total_blocks - stats.free_blocks;
-  metrics_.peak_used_blocks = std::max(metrics_.peak_used_blocks, metrics_.used_blocks);
-  metrics_.running = static_cast<int32_t>(running_.size());
-  metrics_.waiting = static_cast<int32_t>(waiting_.size());
-  if (recording_) records_.push_back(std::move(record));
-}
-
-void StepEngine::emit(Seq* s, int tok, double now, const float* row, int64_t vocab) {
-  if (s->constrained && !accept_constrained(s, tok)) return;
-  GenerationResult& res = s->result;
-  s->sampler.accept(tok);
-  if (s->req.sampling.logprobs >= 0) {
-    res.logprobs.push_back(token_logprobs(row, static_cast<int>(vocab), tok, s->req.sampling.logprobs));
-    if (s->callbacks.on_logprobs) s->callbacks.on_logprobs(s->id, res.logprobs.back());
-  }
-  if (res.tokens.empty()) res.ttft_ms = now - s->arrival_ms;
-  res.tokens.push_back(tok);
-  res.e2e_ms = now - s->arrival_ms;
-  res.token_ms.push_back(res.e2e_ms);
-  s->tokens.push_back(tok);
-  {
-    std::lock_guard<std::mutex> mlock(mu_);
-    ++metrics_.generated_tokens;
-  }
-  if (s->callbacks.on_token) s->callbacks.on_token(s->id, tok);
-  const bool stop_id = std::find(s->req.stop_ids.begin(), s->req.stop_ids.end(), tok) != s->req.stop_ids.end();
-  if (stop_id || (s->req.stop_at_eos && model_.is_eos(tok, s->req.eos_ids))) finish(s, FinishReason::Stop);
-  else if (static_cast<int>(res.tokens.size()) >= s->req.max_tokens) finish(s, FinishReason::Length);
-  else if (static_cast<int64_t>(s->tokens.size()) >= model_.max_context()) finish(s, FinishReason::Context);
-  else if (s->constrained && s->constraint_done) finish(s, FinishReason::Stop);
-}
-
-
-
-
-
 
 }  // namespace sy

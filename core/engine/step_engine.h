@@ -3,16 +3,18 @@
 // a cache-manager plugin, through the PagedAttention nodes of a graph the
 // attention-fusion pass rewrote.
 //
-// Requests arrive from any thread (submit) into an asynchronous queue served
-// by one engine thread. Each step a scheduler decides who runs with how many
-// tokens: a scheduler plugin when one is selected, else the built-in FCFS
-// continuous batcher. When the cache is full the engine preempts (by
-// recompute); no request is lost and its output does not change. Tokens are
-// streamed through callbacks as they are produced; requests can be cancelled
-// and carry their own limits.
+// Requests arrive from any thread (submit) into a queue served by one engine
+// thread. The step is a pipeline of named parts in engine/step/, each owning
+// its state: the RequestQueue (where threads meet), the StepPlanner (who
+// runs with how many tokens: a scheduler plugin or the built-in FCFS
+// continuous batcher; preemption by recompute when the cache is full), the
+// Speculator (drafts and their verification), the Constrainer (structured
+// output's masks), the StepRunner (the ragged batch laid out and run) and
+// postprocessing here (tokens sampled, emitted, stops checked). The plan
+// (StepPlan) is what passes from the planner to the rest. No request is
+// lost and preemption does not change its output; tokens stream through
+// callbacks; requests can be cancelled and carry their own limits.
 #pragma once
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -25,39 +27,20 @@
 #include "engine/drafter.h"
 #include "engine/kv_events.h"
 #include "engine/request.h"
-#include "engine/speculation_policy.h"
+#include "engine/step/constrainer.h"
+#include "engine/step/planner.h"
+#include "engine/step/request_queue.h"
+#include "engine/step/runner.h"
+#include "engine/step/speculator.h"
+#include "engine/step/step_counters.h"
+#include "engine/step/step_options.h"
 #include "engine/step_metrics.h"
 #include "engine/token_masker.h"
 #include "plugin_host/components.h"
 
 namespace sy {
 
-struct StepEngineOptions {
-  int max_batch_tokens = 512;  // tokens per forward pass (the schedulers' token budget)
-  int max_seqs = 64;           // sequences per forward pass
-  int64_t max_prompt_tokens = 0;  // 0: the model's context
-  int64_t max_queue = 0;          // requests waiting or running at once (0: no limit)
-  // A plugin component the whole step depends on (the scheduler) that fails
-  // this many steps in a row is taken out of service; so is a step that
-  // keeps failing before it runs anything (see fail_step).
-  int max_plugin_failures = 3;
-  // A scheduler plugin taken out of service: false fails the queued
-  // requests with its message and refuses new ones (the session is out of
-  // service); true serves on with the built-in continuous batcher.
-  bool scheduler_fallback_builtin = false;
-};
-
-// One step's plan, for tests and traces: which sequences ran how many tokens.
-struct StepRecord {
-  struct Entry {
-    uint64_t request;
-    int32_t tokens;
-    bool prefill;  // a prompt chunk (else a decode token)
-  };
-  std::vector<Entry> entries;
-};
-
-class StepEngine {
+class StepEngine : private SequenceEnds {
  public:
   // `scheduler` may be null: the built-in FCFS continuous batcher.
   StepEngine(DecoderModel& model, PluginCacheManager& cache, PluginScheduler* scheduler = nullptr,
@@ -81,7 +64,7 @@ class StepEngine {
   // forward (teacher forcing, for quality measurements).
   Tensor prompt_logits(const std::vector<int>& prompt);
 
-  StepEngineMetrics metrics() const;  // a snapshot
+  StepEngineMetrics metrics() const { return counters_.snapshot(); }
   // Speculative decoding: decode steps carry up to max_k draft tokens from
   // `drafter` (not owned; null turns it off), verified in the same forward.
   // adaptive_length: the speculation policy chooses each sequence's draft
@@ -90,18 +73,15 @@ class StepEngine {
   // Structured output: requests with a constraint are masked by `masker`
   // (not owned; it outlives the engine). Without one they are refused, with
   // `unavailable` as the reason when given.
-  void set_token_masker(TokenMasker* masker, std::string unavailable = {}) {
-    masker_ = masker;
-    no_masker_ = std::move(unavailable);
-  }
+  void set_token_masker(TokenMasker* masker, std::string unavailable = {}) { constrainer_.set(masker, std::move(unavailable)); }
   // Keep the plan of every step (off by default).
-  void record_steps(bool on);
-  std::vector<StepRecord> step_records() const;
+  void record_steps(bool on) { counters_.record_steps(on); }
+  std::vector<StepRecord> step_records() const { return counters_.records(); }
   PluginCacheManager& cache() { return cache_; }
 
   // KV-cache events (kv_events.h) and KV transfer between engines
-  // (step_kv_transfer.cpp: prefill on one engine, decode on another).
-  int32_t kv_block_size() const { return block_size_; }
+  // (step/kv_transfer.cpp: prefill on one engine, decode on another).
+  int32_t kv_block_size() const { return runner_.block_size(); }
   KvEventLog& kv_events() { return kv_events_; }
   // The KV of the longest cached prefix of ids (whole blocks) in the
   // versioned transfer format; empty blocks when nothing is cached.
@@ -113,101 +93,45 @@ class StepEngine {
   int32_t import_kv(const std::string& data);
 
  private:
-  struct Seq;
-  struct Scheduled {
-    Seq* seq;
-    int32_t tokens;
-  };
-  // Which flattened token positions are sampled from (rows), and where each
-  // planned sequence's first sampled row is (first[i], -1 for none).
-  struct SampledRows {
-    std::vector<int64_t> rows;
-    std::vector<int64_t> first;
-  };
-  // step_engine.cpp: the queue, the thread and the step.
+  // The step, one scheduling round and forward (step_engine.cpp):
+  // plan -> drafts -> layout and masks -> run -> sample, verify and emit.
+  bool step();
+  Tensor run(const StepPlan& plan, const SampledRows& sampled);
+  // Postprocessing (step_postprocess.cpp): a sequence's rows of logits
+  // into tokens, each emitted, stops and limits checked.
+  void postprocess(const StepPlan& plan, const SampledRows& sampled, const Tensor& logits, double now);
+  void advance(const StepPlan::Entry& e, const float* row, int64_t vocab, double now);
+  void emit(Sequence* s, int tok, double now, const float* row, int64_t vocab);
+  // The engine thread's loop around the step, and what frames it.
   void loop();
-  bool step();  // one scheduling round + forward; false when idle
-  void note_step(const std::vector<Scheduled>& batch);
-  void advance(const Scheduled& b, const float* row, int64_t vocab, double now);
-  void finish(Seq* s, FinishReason reason, const std::string& error = {});
+  void admit_arrivals(RequestQueue::Arrivals& arrivals);
+  void end_overdue();
   void fail_step(const std::string& msg);
-  void note_plugin_failure(const std::string& msg);  // into the metrics
-  // Runs f, a plugin call that concerns only sequence s (its cache
-  // allocation, commit, release or drafts): if it throws, s fails with the
-  // plugin's message and the step goes on without it. Returns false then.
-  template <typename F>
-  bool contained(Seq* s, F&& f);
-  // step_planning.cpp: batch planning and admission.
-  void fail_requests_larger_than_the_cache();
-  std::vector<Scheduled> plan();  // the plugin's (contained) or the built-in one
-  std::vector<Scheduled> plan_builtin();
-  std::vector<Scheduled> plan_with_plugin();
-  void admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch);
-  void preempt(Seq* s);
-  // step_layout.cpp: the ragged batch laid out into one forward. Returns
-  // logits [rows.size(), vocab] for the flattened token positions in `rows`.
-  SampledRows sampled_rows(const std::vector<Scheduled>& batch) const;
-  Tensor forward(const std::vector<Scheduled>& batch, const std::vector<int64_t>& rows);
-  // step_speculation.cpp: drafts and their verification.
-  void add_drafts(std::vector<Scheduled>& batch);
-  // Accepts or rejects a sequence's drafts against the target logits rows
-  // starting at `row`; returns the tokens to emit.
-  std::vector<int32_t> verify(Seq* s, const float* logits, int64_t vocab);
-  void finish_drafted_step(Seq* s, const float* rows, int64_t vocab, double now);
-  // step_constraints.cpp: structured output. Masks for the constrained
-  // sequences that sample this step (drafted ones: one row per draft
-  // position, drafts the constraint refuses cut off) and the checks after
-  // each emitted token.
-  // Fills s->masks for each draft position and the one after the last kept
-  // draft; returns how many leading drafts the constraint allows.
-  int32_t constrain_drafts(Seq* s, const std::vector<int32_t>& drafts);
-  std::vector<Seq*> undrafted_constrained(const std::vector<Scheduled>& batch, const SampledRows& sampled) const;
-  void fill_masks(const std::vector<Seq*>& seqs);
-  bool accept_constrained(Seq* s, int tok);  // false: s finished (a stop, or an error)
-  // row: the logits the token was chosen from (for its logprobs).
-  void emit(Seq* s, int tok, double now, const float* row, int64_t vocab);
+  void note_step(const StepPlan& plan);
+  void finish(Sequence* s, FinishReason reason, const std::string& error = {}) override;
   void validate(const GenerationRequest& r) const;
   double now_ms() const;
-  void drain_cache_events();  // engine thread or forward_mu_ held
-  uint64_t new_seq_id();      // a sequence id for the cache manager, outside any request
+  void drain_cache_events();  // engine thread, or model_mu_ held
 
   DecoderModel& model_;
   PluginCacheManager& cache_;
-  PluginScheduler* scheduler_;  // null: the built-in batcher (also after a fallback)
-  int32_t scheduler_failures_ = 0;  // consecutive failed plans
-  int32_t failed_steps_ = 0;        // consecutive steps that failed before running anything
-  std::string cache_failed_;        // the cache manager's last failed release (its blocks may be lost)
-  std::string scheduler_out_;       // why the scheduler is out of service, with no fallback ("" : in service)
-  Drafter* drafter_ = nullptr;
-  TokenMasker* masker_ = nullptr;
-  std::string no_masker_;  // why there is no masker ("" : none was selected)
-  int32_t spec_k_ = 0;
-  std::unique_ptr<SpeculationPolicy> spec_policy_;  // with a drafter
   StepEngineOptions options_;
-  std::vector<sy_tensor> key_cache_, value_cache_;
-  int32_t block_size_ = 0;
-  KvEventLog kv_events_;
   std::chrono::steady_clock::time_point epoch_;
-
-  // Shared with submitters (guarded by mu_).
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Seq>> incoming_;
-  int64_t submitted_ = 0;  // under mu_
-  std::vector<uint64_t> cancel_requests_;
-  StepEngineMetrics metrics_;
-  bool recording_ = false;
-  std::vector<StepRecord> records_;
-  bool stop_ = false;
-  std::string out_of_service_;  // why submit refuses every request ("" : in service)
-  uint64_t next_id_ = 1;
+  StepCounters counters_;  // any thread reads
+  RequestQueue queue_;     // where submitters, cancellers and the engine thread meet
+  StepRunner runner_;
+  Constrainer constrainer_;
+  StepPlanner planner_;
+  std::unique_ptr<Speculator> speculator_;  // with a drafter
+  KvEventLog kv_events_;
+  int32_t failed_steps_ = 0;  // consecutive steps that failed before running anything
+  std::vector<std::unique_ptr<Sequence>> live_;  // every sequence the engine thread holds
+  std::once_flag thread_started_;
   std::thread thread_;
-  std::mutex forward_mu_;  // the model runs one forward at a time
-
-  // Engine-thread state.
-  std::vector<std::unique_ptr<Seq>> live_;
-  std::deque<Seq*> waiting_;
-  std::vector<Seq*> running_;
+  // Guards the model, the cache manager and the engine thread's state
+  // between the engine's steps and callers that use the model directly
+  // (prompt_logits, KV export and import, set_drafter).
+  std::mutex model_mu_;
 };
 
 }  // namespace sy

@@ -1,26 +1,44 @@
-// Speculative decoding inside the step: drafts added to decode steps within
-// the budget, verified against the target's rows of the same forward
-// (greedy prefix match, or rejection sampling with the draft's
-// distribution), the rejected drafts' KV rolled back.
+#include "engine/step/speculator.h"
+
 #include <algorithm>
 #include <chrono>
 
-#include "engine/step_sequence.h"
-
 namespace sy {
 
-void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
-  int32_t used = 0;
-  for (const auto& b : batch) used += b.tokens;
+Speculator::Speculator(Drafter& drafter, int32_t max_k, bool adaptive_length, DecoderModel& model, PluginCacheManager& cache,
+                       Constrainer& constrainer, SequenceEnds& ends, StepCounters& counters, int32_t max_batch_tokens)
+    : drafter_(drafter),
+      max_k_(std::max(1, max_k)),
+      policy_(max_k_, adaptive_length),
+      model_(model),
+      cache_(cache),
+      constrainer_(constrainer),
+      ends_(ends),
+      counters_(counters),
+      max_batch_tokens_(max_batch_tokens) {}
+
+void Speculator::record_step(int32_t tokens, double ms) { policy_.record_step(tokens, ms); }
+
+void Speculator::forget(Sequence* s) {
+  policy_.forget(s->id);
+  try {
+    drafter_.release(s->id);
+  } catch (const std::exception& e) {
+    counters_.plugin_failure(e.what());
+  }
+}
+
+void Speculator::propose(StepPlan& plan) {
+  int32_t used = plan.tokens();
   // The decoding sequences and how far each may draft at most: never past
   // the request's limits or the model's context.
-  std::vector<Scheduled*> decoding;
+  std::vector<StepPlan::Entry*> decoding;
   std::vector<int32_t> limit;
   std::vector<uint64_t> ids;
-  for (auto& b : batch) {
-    Seq* s = b.seq;
+  for (auto& b : plan.entries) {
+    Sequence* s = b.seq;
     if (!s->decodes(b.tokens)) continue;
-    int32_t room = std::min({spec_k_, s->req.max_tokens - static_cast<int32_t>(s->result.tokens.size()) - 1,
+    int32_t room = std::min({max_k_, s->req.max_tokens - static_cast<int32_t>(s->result.tokens.size()) - 1,
                              static_cast<int32_t>(model_.max_context() - static_cast<int64_t>(s->tokens.size())) - 1});
     if (room <= 0) continue;
     decoding.push_back(&b);
@@ -29,12 +47,12 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
   }
   if (decoding.empty()) return;
   // How far speculating pays this step (the policy), within the step budget.
-  const std::vector<int32_t> want = spec_policy_->draft_lengths(ids, used, options_.max_batch_tokens - used);
+  const std::vector<int32_t> want = policy_.draft_lengths(ids, used, max_batch_tokens_ - used);
   int64_t declined = 0;
   for (size_t i = 0; i < decoding.size(); ++i) {
-    Scheduled& b = *decoding[i];
-    Seq* s = b.seq;
-    const int32_t room = std::min({limit[i], want[i], options_.max_batch_tokens - used});
+    StepPlan::Entry& b = *decoding[i];
+    Sequence* s = b.seq;
+    const int32_t room = std::min({limit[i], want[i], max_batch_tokens_ - used});
     if (room <= 0) {
       declined += want[i] == 0;
       continue;
@@ -43,11 +61,11 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
     std::vector<int32_t> d;
     // A failing drafter fails the sequence it drafted for, not the step.
     const auto t0 = std::chrono::steady_clock::now();
-    if (!contained(s, [&] { d = drafter_->propose(s->id, s->tokens, room, s->req.sampling, &q); })) continue;
+    if (!contained(ends_, s, [&] { d = drafter_.propose(s->id, s->tokens, room, s->req.sampling, &q); })) continue;
     // Drafting time per token (after a sequence's first proposal, which also
     // brings a draft model up to date with the prompt).
     if (s->has_drafted)
-      spec_policy_->record_drafting(static_cast<int32_t>(d.size()),
+      policy_.record_drafting(static_cast<int32_t>(d.size()),
                                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     s->has_drafted = true;
     if (d.empty()) continue;
@@ -57,13 +75,14 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
     // is dropped and the sequence decodes normally (outputs unchanged).
     auto bad = std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || (model_.vocab_size() >= 0 && t >= model_.vocab_size()); });
     if (bad != d.end()) {
-      std::lock_guard<std::mutex> mlock(mu_);
-      ++metrics_.spec_invalid_drafts;
-      metrics_.spec_last_invalid = "drafter proposed token id " + std::to_string(*bad) + ", outside the vocabulary of " +
-                                   std::to_string(model_.vocab_size()) + "; draft dropped";
+      counters_.update([&](StepEngineMetrics& m) {
+        ++m.spec_invalid_drafts;
+        m.spec_last_invalid = "drafter proposed token id " + std::to_string(*bad) + ", outside the vocabulary of " +
+                              std::to_string(model_.vocab_size()) + "; draft dropped";
+      });
       continue;
     }
-    const bool well_formed = contained(s, [&] {
+    const bool well_formed = contained(ends_, s, [&] {
       SY_CHECK_KIND(q.empty() || q.size() >= d.size(), ErrorKind::PluginFailure,
                     "drafter returned " << q.size() << " draft distributions for " << d.size() << " tokens");
       for (const auto& row : q)
@@ -75,12 +94,12 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
     if (s->constrained) {
       // Drafts past the first one the constraint refuses could never be accepted.
       int32_t allowed = 0;
-      if (!contained(s, [&] { allowed = constrain_drafts(s, d); })) continue;
+      if (!contained(ends_, s, [&] { allowed = constrainer_.constrain_drafts(s, d); })) continue;
       d.resize(static_cast<size_t>(allowed));
       if (d.empty()) continue;  // decodes plainly; its mask is filled with the others'
     }
     bool room_for_drafts = false;
-    if (!contained(s, [&] { room_for_drafts = cache_.allocate(s->id, static_cast<int32_t>(d.size())); })) continue;
+    if (!contained(ends_, s, [&] { room_for_drafts = cache_.allocate(s->id, static_cast<int32_t>(d.size())); })) continue;
     if (!room_for_drafts) continue;  // no room: decode without drafts
     s->drafts = d;
     s->draft_q = std::move(q);
@@ -89,12 +108,11 @@ void StepEngine::add_drafts(std::vector<Scheduled>& batch) {
     used += static_cast<int32_t>(d.size());
   }
   if (declined > 0) {
-    std::lock_guard<std::mutex> mlock(mu_);
-    metrics_.spec_declined += declined;
+    counters_.update([&](StepEngineMetrics& m) { m.spec_declined += declined; });
   }
 }
 
-std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) {
+std::vector<int32_t> Speculator::judge(Sequence* s, const float* logits, int64_t V) {
   std::vector<int32_t> out;
   std::vector<double> p;
   const auto n = static_cast<int>(V);
@@ -102,9 +120,8 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
   // count them, as plain decoding would have.
   std::vector<int> pending;
   // Structured output: row i is judged under the mask after drafts 0..i-1.
-  const auto W = s->constrained ? static_cast<size_t>(masker_->words_per_row()) : 0;
   auto mask_row = [&](size_t i) {
-    if (s->constrained) s->sampler.set_mask(s->masks.data() + i * W);
+    if (s->constrained) s->sampler.set_mask(constrainer_.mask_row(s, i));
   };
   for (size_t i = 0; i < s->drafts.size(); ++i) {
     const float* row = logits + static_cast<int64_t>(i) * V;
@@ -140,37 +157,30 @@ std::vector<int32_t> StepEngine::verify(Seq* s, const float* logits, int64_t V) 
   return out;
 }
 
-// A drafted step's outcome: the accepted drafts and one more token emitted,
-// the cache truncated to what was kept, the drafter and the metrics told.
-void StepEngine::finish_drafted_step(Seq* s, const float* rows, int64_t V, double now) {
+std::vector<int32_t> Speculator::verify(Sequence* s, const float* rows, int64_t V) {
   const int32_t base = s->computed;  // KV before this step
-  std::vector<int32_t> emitted = verify(s, rows, V);
+  std::vector<int32_t> emitted = judge(s, rows, V);
   const auto accepted = static_cast<int32_t>(emitted.size()) - 1;
   s->tokens.resize(s->tokens.size() - s->drafts.size());
   s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
   const auto proposed = static_cast<int32_t>(s->drafts.size());
   s->drafts.clear();
   s->draft_q.clear();
-  const bool rolled_back = contained(s, [&] {
+  const bool rolled_back = contained(ends_, s, [&] {
     cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
     cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
-    drafter_->accepted(s->id, proposed, accepted);
+    drafter_.accepted(s->id, proposed, accepted);
   });
-  spec_policy_->record_verification(s->id, proposed, accepted);
-  if (!rolled_back) return;
-  {
-    std::lock_guard<std::mutex> mlock(mu_);
-    ++metrics_.spec_drafts;
-    metrics_.spec_draft_tokens += proposed;
-    metrics_.spec_accepted_tokens += accepted;
-    if (metrics_.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) metrics_.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
-    for (int32_t pos = 0; pos < accepted; ++pos) ++metrics_.spec_accepted_per_pos[static_cast<size_t>(pos)];
-  }
-  for (size_t j = 0; j < emitted.size(); ++j) {
-    if (s->finished()) break;  // a stop token ends the sequence; the rest is dropped
-    emit(s, emitted[j], now, rows + static_cast<int64_t>(j) * V, V);  // token j was chosen from row j
-  }
-  // The last emitted token's KV is computed next step; earlier ones are in the cache.
+  policy_.record_verification(s->id, proposed, accepted);
+  if (!rolled_back) return {};
+  counters_.update([&](StepEngineMetrics& m) {
+    ++m.spec_drafts;
+    m.spec_draft_tokens += proposed;
+    m.spec_accepted_tokens += accepted;
+    if (m.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) m.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
+    for (int32_t pos = 0; pos < accepted; ++pos) ++m.spec_accepted_per_pos[static_cast<size_t>(pos)];
+  });
+  return emitted;
 }
 
 }  // namespace sy

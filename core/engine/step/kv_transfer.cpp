@@ -74,22 +74,18 @@ class Reader {
 
 }  // namespace
 
-uint64_t StepEngine::new_seq_id() {
-  std::lock_guard<std::mutex> l(mu_);
-  return next_id_++;
-}
 
 std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
-  const auto layers = static_cast<int32_t>(key_cache_.size());
-  SY_CHECK_KIND(key_cache_[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
+  const auto layers = static_cast<int32_t>(runner_.key_cache().size());
+  SY_CHECK_KIND(runner_.key_cache()[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
                 "KV export: the KV cache is in device memory; export reads host memory only");
-  const size_t bytes_per_block = static_cast<size_t>(key_cache_[0].dims[1] * key_cache_[0].dims[2] * key_cache_[0].dims[3]) *
-                                 dtype_size(static_cast<DType>(key_cache_[0].dtype));
-  Header h = geometry(key_cache_, block_size_, model_.vocab_size());
+  const size_t bytes_per_block = static_cast<size_t>(runner_.key_cache()[0].dims[1] * runner_.key_cache()[0].dims[2] * runner_.key_cache()[0].dims[3]) *
+                                 dtype_size(static_cast<DType>(runner_.key_cache()[0].dtype));
+  Header h = geometry(runner_.key_cache(), runner_.block_size(), model_.vocab_size());
   std::string out(kMagic, 4);
   put(out, kVersion);
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  const uint64_t seq = new_seq_id();
+  std::lock_guard<std::mutex> lock(model_mu_);
+  const uint64_t seq = queue_.new_id();
   const int32_t cached = cache_.match_prefix(seq, probe_for(ids));
   std::vector<int32_t> table;
   if (cached > 0) {
@@ -100,15 +96,15 @@ std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
       throw;
     }
   }
-  const auto blocks = static_cast<uint32_t>(std::min<size_t>(table.size(), static_cast<size_t>(cached / block_size_)));
+  const auto blocks = static_cast<uint32_t>(std::min<size_t>(table.size(), static_cast<size_t>(cached / runner_.block_size())));
   h.num_blocks = blocks;
   put(out, h);
-  out.append(reinterpret_cast<const char*>(ids.data()), static_cast<size_t>(blocks) * static_cast<size_t>(block_size_) * sizeof(int32_t));
-  for (uint64_t hash : kv_block_hashes(ids.data(), static_cast<int64_t>(blocks) * block_size_, block_size_)) put(out, hash);
+  out.append(reinterpret_cast<const char*>(ids.data()), static_cast<size_t>(blocks) * static_cast<size_t>(runner_.block_size()) * sizeof(int32_t));
+  for (uint64_t hash : kv_block_hashes(ids.data(), static_cast<int64_t>(blocks) * runner_.block_size(), runner_.block_size())) put(out, hash);
   out.reserve(out.size() + static_cast<size_t>(blocks) * static_cast<size_t>(layers) * 2 * bytes_per_block);
   for (uint32_t b = 0; b < blocks; ++b)
     for (int32_t l = 0; l < layers; ++l)
-      for (const sy_tensor* t : {&key_cache_[static_cast<size_t>(l)], &value_cache_[static_cast<size_t>(l)]})
+      for (const sy_tensor* t : {&runner_.key_cache()[static_cast<size_t>(l)], &runner_.value_cache()[static_cast<size_t>(l)]})
         out.append(static_cast<const char*>(t->data) + static_cast<size_t>(table[b]) * bytes_per_block, bytes_per_block);
   if (cached > 0) cache_.release(seq);
   drain_cache_events();
@@ -121,8 +117,8 @@ int32_t StepEngine::import_kv(const std::string& data) {
   const auto version = r.get<uint32_t>("the version");
   SY_CHECK(version == kVersion, "KV import: format version " << version << " (this engine reads version " << kVersion << ")");
   const auto h = r.get<Header>("the header");
-  const auto layers = static_cast<uint32_t>(key_cache_.size());
-  Header mine = geometry(key_cache_, block_size_, model_.vocab_size());
+  const auto layers = static_cast<uint32_t>(runner_.key_cache().size());
+  Header mine = geometry(runner_.key_cache(), runner_.block_size(), model_.vocab_size());
   mine.num_blocks = h.num_blocks;
   SY_CHECK(std::memcmp(&h, &mine, sizeof h) == 0,
            "KV import: the export's KV geometry (layers " << h.layers << ", kv_heads " << h.kv_heads << ", block_size " << h.block_size
@@ -130,13 +126,13 @@ int32_t StepEngine::import_kv(const std::string& data) {
                                                           << ") is not this engine's (" << mine.layers << ", " << mine.kv_heads << ", "
                                                           << mine.block_size << ", " << mine.head_dim << ", " << mine.dtype << ", "
                                                           << mine.vocab << "): another model or cache configuration");
-  SY_CHECK_KIND(key_cache_[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
+  SY_CHECK_KIND(runner_.key_cache()[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
                 "KV import: the KV cache is in device memory; import writes host memory only");
   const size_t n_tokens = static_cast<size_t>(h.num_blocks) * h.block_size;
   SY_CHECK(n_tokens <= static_cast<size_t>(model_.max_context()), "KV import: " << n_tokens << " tokens, over the model's context");
   std::vector<int32_t> ids(n_tokens);
   std::memcpy(ids.data(), r.take(n_tokens * sizeof(int32_t), "the tokens"), n_tokens * sizeof(int32_t));
-  const std::vector<uint64_t> expect = kv_block_hashes(ids.data(), static_cast<int64_t>(n_tokens), block_size_);
+  const std::vector<uint64_t> expect = kv_block_hashes(ids.data(), static_cast<int64_t>(n_tokens), runner_.block_size());
   for (uint32_t b = 0; b < h.num_blocks; ++b)
     SY_CHECK(r.get<uint64_t>("the block hashes") == expect[b], "KV import: block " << b << "'s hash does not match its tokens (corrupted data)");
   const size_t bytes_per_block = static_cast<size_t>(h.kv_heads) * h.block_size * h.head_dim * dtype_size(static_cast<DType>(h.dtype));
@@ -145,16 +141,16 @@ int32_t StepEngine::import_kv(const std::string& data) {
   const char* kv = r.take(payload, "the KV data");
   if (h.num_blocks == 0) return 0;
 
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  const uint64_t seq = new_seq_id();
+  std::lock_guard<std::mutex> lock(model_mu_);
+  const uint64_t seq = queue_.new_id();
   // Blocks this cache already holds stay; the rest are written and committed.
   const std::vector<int32_t> probe = probe_for(ids);
   const int32_t cached = cache_.match_prefix(seq, probe);
-  const auto have = static_cast<uint32_t>(cached / block_size_);
+  const auto have = static_cast<uint32_t>(cached / runner_.block_size());
   bool holds = cached > 0;
   try {
     if (have < h.num_blocks) {
-      const auto need = static_cast<int32_t>(n_tokens) - have * block_size_;
+      const auto need = static_cast<int32_t>(n_tokens) - have * runner_.block_size();
       SY_CHECK_KIND(cache_.allocate(seq, need), ErrorKind::OutOfMemory,
                     "KV import: the KV cache has no room for " << (h.num_blocks - have) << " blocks ("
                                                               << cache_.last_refusal() << ")");
@@ -164,7 +160,7 @@ int32_t StepEngine::import_kv(const std::string& data) {
       for (uint32_t b = have; b < h.num_blocks; ++b)
         for (uint32_t l = 0; l < layers; ++l)
           for (int kvi = 0; kvi < 2; ++kvi) {
-            const sy_tensor& t = kvi == 0 ? key_cache_[l] : value_cache_[l];
+            const sy_tensor& t = kvi == 0 ? runner_.key_cache()[l] : runner_.value_cache()[l];
             std::memcpy(static_cast<char*>(t.data) + static_cast<size_t>(table[b]) * bytes_per_block,
                         kv + ((static_cast<size_t>(b) * layers + l) * 2 + static_cast<size_t>(kvi)) * bytes_per_block, bytes_per_block);
           }
@@ -177,7 +173,7 @@ int32_t StepEngine::import_kv(const std::string& data) {
   if (holds) cache_.release(seq);
   // What a request with this prompt will now find (a cache manager without
   // prefix caching forgets the blocks on release).
-  const uint64_t check = new_seq_id();
+  const uint64_t check = queue_.new_id();
   const int32_t found = cache_.match_prefix(check, probe);
   if (found > 0) cache_.release(check);
   drain_cache_events();

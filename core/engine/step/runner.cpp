@@ -1,32 +1,27 @@
-// Batch layout: the planned sequences flattened into one ragged forward
-// (token ids, positions, the sy_step_context the PagedAttention kernels and
-// the cache manager read), and which rows of logits are sampled from.
+#include "engine/step/runner.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "engine/step_sequence.h"
+#include "switchyard/plugin.h"
 
 namespace sy {
 
-// Only rows that are sampled from: a sequence's last token when its prompt
-// is complete, or every position of a drafted step.
-StepEngine::SampledRows StepEngine::sampled_rows(const std::vector<Scheduled>& batch) const {
-  SampledRows out;
-  out.first.assign(batch.size(), -1);
-  int64_t at = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const Seq* s = batch[i].seq;
-    const bool samples = !s->drafts.empty() || s->computed + batch[i].tokens == static_cast<int32_t>(s->tokens.size());
-    if (samples) {
-      out.first[i] = static_cast<int64_t>(out.rows.size());
-      for (int64_t r = s->drafts.empty() ? at + batch[i].tokens - 1 : at; r < at + batch[i].tokens; ++r) out.rows.push_back(r);
-    }
-    at += batch[i].tokens;
+StepRunner::StepRunner(DecoderModel& model, PluginCacheManager& cache, StepCounters& counters)
+    : model_(model), cache_(cache), counters_(counters) {
+  for (int l = 0; l < model_.num_layers(); ++l) {
+    auto [k, v] = cache_.storage(l);
+    SY_CHECK(k.rank == 4 && v.rank == 4 && k.data && v.data && k.dims[1] == model_.kv_heads() && k.dims[3] == model_.head_dim(),
+             "cache manager storage for layer " << l << " does not match the model ([blocks, " << model_.kv_heads() << ", block, "
+                                                << model_.head_dim() << "] expected)");
+    key_cache_.push_back(k);
+    value_cache_.push_back(v);
   }
-  return out;
+  block_size_ = static_cast<int32_t>(key_cache_[0].dims[2]);
 }
 
-Tensor StepEngine::forward(const std::vector<Scheduled>& batch, const std::vector<int64_t>& rows) {
+Tensor StepRunner::forward(const StepPlan& plan, const std::vector<int64_t>& rows) {
+  const std::vector<StepPlan::Entry>& batch = plan.entries;
   int32_t T = 0;
   for (const auto& b : batch) T += b.tokens;
   Tensor ids = Tensor::empty(DType::I64, Shape{1, T});
@@ -97,15 +92,14 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch, const std::vecto
     inputs[static_cast<size_t>(model_.logits_indices)] =
         Tensor::from<int64_t>(Shape{static_cast<int64_t>(rows.size())}, std::span<const int64_t>(rows));
   std::vector<Tensor> out = ex.run(inputs, &step);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++metrics_.steps;
-    metrics_.computed_tokens += T;
-    for (int32_t c : context_len) metrics_.kv_tokens_read += c;
-    metrics_.mixed_steps += any_prefill && any_decode;
-    metrics_.max_waste_tokens = std::max(metrics_.max_waste_tokens, waste_max);
-    metrics_.max_mean_waste_tokens = std::max(metrics_.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
-  }
+  counters_.update([&](StepEngineMetrics& m) {
+    ++m.steps;
+    m.computed_tokens += T;
+    for (int32_t c : context_len) m.kv_tokens_read += c;
+    m.mixed_steps += any_prefill && any_decode;
+    m.max_waste_tokens = std::max(m.max_waste_tokens, waste_max);
+    m.max_mean_waste_tokens = std::max(m.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
+  });
   Tensor logits = out[static_cast<size_t>(model_.logits)];
   const int64_t expect = selected_in_graph ? static_cast<int64_t>(rows.size()) : T;
   SY_CHECK(logits.rank() == 3 && logits.dim(0) == 1 && logits.dim(1) == expect,
@@ -117,41 +111,6 @@ Tensor StepEngine::forward(const std::vector<Scheduled>& batch, const std::vecto
   for (size_t i = 0; i < rows.size(); ++i)
     std::memcpy(picked.data<float>() + static_cast<int64_t>(i) * V, logits.data<float>() + rows[i] * V, static_cast<size_t>(V) * sizeof(float));
   return picked;
-}
-
-Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
-  GenerationRequest r;
-  r.prompt = prompt;
-  validate(r);
-  Seq s;
-  s.req = r;
-  s.tokens.assign(prompt.begin(), prompt.end());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    s.id = next_id_++;
-  }
-  // One forward over the whole prompt, without the prefix cache, so every
-  // position is computed; serialised with the engine thread's steps.
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  SY_CHECK(cache_.allocate(s.id, static_cast<int32_t>(prompt.size())), "the prompt does not fit the KV cache");
-  Tensor logits;
-  std::vector<int64_t> rows(prompt.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
-  try {
-    logits = forward({{&s, static_cast<int32_t>(prompt.size())}}, rows);
-  } catch (...) {
-    cache_.release(s.id);
-    throw;
-  }
-  cache_.release(s.id);
-  return logits;
-}
-
-std::vector<float> StepEngine::last_logits(const std::vector<int>& prompt) {
-  Tensor logits = prompt_logits(prompt);
-  const int64_t V = logits.dim(1);
-  const float* row = logits.data<float>() + (logits.dim(0) - 1) * V;
-  return std::vector<float>(row, row + V);
 }
 
 }  // namespace sy

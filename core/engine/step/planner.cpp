@@ -1,51 +1,65 @@
-// Batch planning and admission: who runs this step with how many tokens,
-// from the built-in FCFS continuous batcher or a scheduler plugin (whose
-// plan is checked: a plan that breaks the contract fails the step as a
-// plugin failure), prefix reuse and KV allocation on admission, preemption
-// by recompute when the cache is full.
+// The planner (planner.h): the built-in batcher, a scheduler plugin's
+// checked plan, admission and preemption.
+#include "engine/step/planner.h"
+
 #include <algorithm>
 #include <unordered_map>
 
-#include "engine/step_sequence.h"
-
 namespace sy {
+
+StepPlanner::StepPlanner(PluginCacheManager& cache, PluginScheduler* scheduler, const StepEngineOptions& options, int32_t block_size,
+                         SequenceEnds& ends, RequestQueue& queue, StepCounters& counters, std::function<double()> now_ms)
+    : cache_(cache),
+      scheduler_(scheduler),
+      options_(options),
+      block_size_(block_size),
+      ends_(ends),
+      queue_(queue),
+      counters_(counters),
+      now_ms_(std::move(now_ms)) {}
+
+void StepPlanner::add(Sequence* s) { waiting_.push_back(s); }
+
+void StepPlanner::remove(Sequence* s) {
+  std::erase(running_, s);
+  std::erase(waiting_, s);
+}
 
 // A sequence whose tokens need more blocks than the whole cache can never
 // run (it would be preempted and recomputed forever): fail it clearly.
-void StepEngine::fail_requests_larger_than_the_cache() {
+void StepPlanner::fail_requests_larger_than_the_cache() {
   const int32_t total_blocks = cache_.stats().total_blocks;
-  for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end()))
+  for (Sequence* s : std::vector<Sequence*>(waiting_.begin(), waiting_.end()))
     if ((static_cast<int64_t>(s->tokens.size()) + block_size_ - 1) / block_size_ > total_blocks)
-      finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens needs more than the whole KV cache (" +
+      ends_.finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens needs more than the whole KV cache (" +
                              std::to_string(total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens)");
 }
 
-void StepEngine::preempt(Seq* s) {
+void StepPlanner::preempt(Sequence* s) {
   // A cache manager that cannot free the sequence fails it (finish lets go).
-  if (s->holds_cache && !contained(s, [&] { cache_.release(s->id); })) return;
+  if (s->holds_cache && !contained(ends_, s, [&] { cache_.release(s->id); })) return;
   s->holds_cache = false;
   s->computed = 0;
   s->state = SeqState::Waiting;
   std::erase(running_, s);
   waiting_.push_front(s);
-  std::lock_guard<std::mutex> lock(mu_);
-  ++metrics_.preemptions;
+  counters_.update([](StepEngineMetrics& m) { ++m.preemptions; });
 }
 
 // Moves a waiting sequence into the step: prefix reuse, then room for `tokens`.
 // Returns without change when the cache cannot hold them.
-void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
+void StepPlanner::admit(Sequence* s, int32_t tokens, StepPlan& batch) {
   int32_t cached = 0;
-  if (!contained(s, [&] { cached = cache_.match_prefix(s->id, s->tokens); })) return;
+  if (!contained(ends_, s, [&] { cached = cache_.match_prefix(s->id, s->tokens); })) return;
   s->holds_cache = cached > 0;
   int32_t n = std::min(tokens, static_cast<int32_t>(s->tokens.size()) - cached);
   bool room = false;
-  if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) return;
+  if (!contained(ends_, s, [&] { room = cache_.allocate(s->id, n); })) return;
   if (!room) {
-    if (cached > 0 && !contained(s, [&] { cache_.release(s->id); })) return;
+    if (cached > 0 && !contained(ends_, s, [&] { cache_.release(s->id); })) return;
     s->holds_cache = false;
     if (running_.empty() && batch.empty())  // nothing will ever free a block for it
-      finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
+      ends_.finish(s, FinishReason::Error, "request of " + std::to_string(s->tokens.size()) + " tokens does not fit the KV cache even alone (" +
                              std::to_string(cache_.stats().total_blocks) + " blocks of " + std::to_string(block_size_) + " tokens" +
                              (cache_.last_refusal().empty() ? "" : "; the cache manager says: " + cache_.last_refusal()) +
                              (cache_failed_.empty() ? "" : "; the cache manager failed earlier: " + cache_failed_) + ")");
@@ -55,13 +69,12 @@ void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
   s->state = SeqState::Running;
   if (s->result.tokens.empty() && s->computed == 0) {
     s->result.cached_tokens = cached;
-    std::lock_guard<std::mutex> lock(mu_);
-    metrics_.cached_tokens += cached;
+    counters_.update([&](StepEngineMetrics& m) { m.cached_tokens += cached; });
   }
   s->computed = cached;
   std::erase(waiting_, s);
   running_.push_back(s);
-  batch.push_back({s, n});
+  batch.entries.push_back({s, n});
 }
 
 // The scheduler plugin's plan, contained: a failed plan runs nothing this
@@ -70,75 +83,73 @@ void StepEngine::admit(Seq* s, int32_t tokens, std::vector<Scheduled>& batch) {
 // the engine serves on with the built-in batcher when the manifest allows
 // (scheduler.on_failure: builtin), or fails every queued request with the
 // plugin's message and refuses new ones.
-std::vector<StepEngine::Scheduled> StepEngine::plan() {
+StepPlan StepPlanner::plan() {
+  fail_requests_larger_than_the_cache();
   if (!scheduler_out_.empty()) {
     // Out of service without a fallback: requests that were submitted before
     // submit() started refusing (already in the queue) fail the same way.
-    for (Seq* s : std::vector<Seq*>(running_)) finish(s, FinishReason::Error, scheduler_out_);
-    for (Seq* s : std::vector<Seq*>(waiting_.begin(), waiting_.end())) finish(s, FinishReason::Error, scheduler_out_);
+    for (Sequence* s : std::vector<Sequence*>(running_)) ends_.finish(s, FinishReason::Error, scheduler_out_);
+    for (Sequence* s : std::vector<Sequence*>(waiting_.begin(), waiting_.end())) ends_.finish(s, FinishReason::Error, scheduler_out_);
     return {};
   }
   if (!scheduler_) return plan_builtin();
   try {
-    std::vector<Scheduled> batch = plan_with_plugin();
+    StepPlan batch = plan_with_plugin();
     scheduler_failures_ = 0;
     return batch;
   } catch (const std::exception& e) {
     const std::string msg = scheduler_->label() + ": " + e.what();
     if (++scheduler_failures_ < options_.max_plugin_failures) {
-      note_plugin_failure(msg);
+      counters_.plugin_failure(msg);
       return {};
     }
     const std::string why = msg + " (failed " + std::to_string(scheduler_failures_) + " steps in a row: the scheduler is out of service" +
                             (options_.scheduler_fallback_builtin ? "; serving on with the built-in batcher)" : ")");
-    note_plugin_failure(why);
+    counters_.plugin_failure(why);
     if (options_.scheduler_fallback_builtin) {
       scheduler_ = nullptr;
       return plan_builtin();
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      out_of_service_ = why;
-    }
     scheduler_out_ = why;
+    queue_.refuse(why);  // before the queued requests fail: a resubmission is refused too
     return plan();  // fails what is queued
   }
 }
 
-std::vector<StepEngine::Scheduled> StepEngine::plan_builtin() {
-  std::vector<Scheduled> batch;
+StepPlan StepPlanner::plan_builtin() {
+  StepPlan batch;
   int32_t budget = options_.max_batch_tokens;
   // Running sequences first (decode, or the next chunk of their prompt).
   for (size_t i = 0; i < running_.size() && budget > 0;) {
-    Seq* s = running_[i];
+    Sequence* s = running_[i];
     int32_t n = std::min(budget, s->remaining());
     bool room = false;
-    if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) continue;  // failed: it left running_
+    if (!contained(ends_, s, [&] { room = cache_.allocate(s->id, n); })) continue;  // failed: it left running_
     if (room) {
-      batch.push_back({s, n});
+      batch.entries.push_back({s, n});
       budget -= n;
       ++i;
       continue;
     }
     // Cache full: preempt the newest running sequence (maybe this one).
-    Seq* victim = running_.back();
-    std::erase_if(batch, [&](const Scheduled& b) { return b.seq == victim; });
+    Sequence* victim = running_.back();
+    std::erase_if(batch.entries, [&](const StepPlan::Entry& b) { return b.seq == victim; });
     preempt(victim);
   }
   // Then admit waiting sequences, oldest first.
   while (!waiting_.empty() && budget > 0 && static_cast<int>(running_.size()) < options_.max_seqs) {
-    size_t before = batch.size();
-    Seq* s = waiting_.front();
+    size_t before = batch.entries.size();
+    Sequence* s = waiting_.front();
     admit(s, budget, batch);
     if (s->finished()) continue;        // failed (its cache call, or too large): on to the next
-    if (batch.size() == before) break;  // no room in the cache
-    budget -= batch.back().tokens;
+    if (batch.entries.size() == before) break;  // no room in the cache
+    budget -= batch.entries.back().tokens;
   }
   return batch;
 }
 
-std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
-  auto seq_view = [&](const Seq* s, int32_t state) {
+StepPlan StepPlanner::plan_with_plugin() {
+  auto seq_view = [&](const Sequence* s, int32_t state) {
     sy_sched_seq v{};
     v.id = s->id;
     v.state = state;
@@ -157,12 +168,12 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
     return v;
   };
   std::vector<sy_sched_seq> waiting, running;
-  std::unordered_map<uint64_t, Seq*> by_id;
-  for (Seq* s : waiting_) {
+  std::unordered_map<uint64_t, Sequence*> by_id;
+  for (Sequence* s : waiting_) {
     waiting.push_back(seq_view(s, s->result.tokens.empty() ? SY_SEQ_WAITING : SY_SEQ_PREEMPTED));
     by_id[s->id] = s;
   }
-  for (Seq* s : running_) {
+  for (Sequence* s : running_) {
     running.push_back(seq_view(s, SY_SEQ_RUNNING));
     by_id[s->id] = s;
   }
@@ -177,10 +188,10 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
   in.block_size = block_size_;
   in.token_budget = options_.max_batch_tokens;
   in.max_seqs = options_.max_seqs;
-  in.now = now_ms() / 1000.0;
+  in.now = now_ms_() / 1000.0;
   std::vector<sy_sched_decision> plan = scheduler_->plan(in);
 
-  std::vector<Scheduled> batch;
+  StepPlan batch;
   std::unordered_map<uint64_t, bool> seen;
   int32_t total = 0;
   for (const auto& d : plan) {
@@ -203,13 +214,13 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
   // Running sequences first, then admissions, in the plan's order.
   for (const auto& d : plan) {
     if (d.action != SY_SCHED_RUN) continue;
-    Seq* s = by_id[d.seq_id];
+    Sequence* s = by_id[d.seq_id];
     if (s->state != SeqState::Running) continue;
     int32_t n = std::min(d.num_tokens, s->remaining());
     bool room = false;
-    if (!contained(s, [&] { room = cache_.allocate(s->id, n); })) continue;
+    if (!contained(ends_, s, [&] { room = cache_.allocate(s->id, n); })) continue;
     if (room) {
-      batch.push_back({s, n});
+      batch.entries.push_back({s, n});
     } else {
       // The cache disagrees with the plan: preempt this one, recompute later.
       preempt(s);
@@ -217,13 +228,13 @@ std::vector<StepEngine::Scheduled> StepEngine::plan_with_plugin() {
   }
   for (const auto& d : plan) {
     if (d.action != SY_SCHED_RUN) continue;
-    Seq* s = by_id[d.seq_id];
+    Sequence* s = by_id[d.seq_id];
     if (s->state != SeqState::Waiting) continue;
     if (static_cast<int>(running_.size()) >= options_.max_seqs) break;
-    size_t before = batch.size();
+    size_t before = batch.entries.size();
     admit(s, d.num_tokens, batch);
     if (s->finished()) continue;
-    if (batch.size() == before) break;
+    if (batch.entries.size() == before) break;
   }
   return batch;
 }

@@ -1,26 +1,29 @@
 // A request inside the step engine: its tokens, how many of them have KV in
-// the cache, its sampler and this step's drafts. Shared by the step engine's
-// parts (step_engine.cpp, step_planning.cpp, step_layout.cpp,
-// step_speculation.cpp); nothing outside the engine sees it.
+// the cache, its sampler and this step's drafts. Shared by the step's parts
+// (engine/step/); nothing outside the step engine sees it.
 #pragma once
+#include <cstdint>
+#include <exception>
 #include <future>
+#include <string>
 #include <vector>
 
-#include "engine/step_engine.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
 
 namespace sy {
 
 // Where a sequence is: queued for admission (new, or preempted and to be
 // recomputed), running (holding KV in the cache), or finished (its promise
-// is set; it leaves live_ at the end of the step). waiting_ and running_
-// keep the order of the first two; the state says which one a sequence is in.
+// is set; the engine drops it at the end of the step). The planner keeps
+// the waiting and running ones in order; the state says which list.
 enum class SeqState { Waiting, Running, Finished };
 
-struct StepEngine::Seq {
+struct Sequence {
   uint64_t id = 0;
   SeqState state = SeqState::Waiting;
   GenerationRequest req;
-  Callbacks callbacks;
+  RequestCallbacks callbacks;
   std::promise<GenerationResult> promise;
   std::vector<int32_t> tokens;  // prompt + generated
   int32_t computed = 0;         // tokens whose KV is in the cache
@@ -43,13 +46,27 @@ struct StepEngine::Seq {
   bool finished() const { return state == SeqState::Finished; }
 };
 
+// How a part of the step ends a sequence: the step engine's finish (the
+// cache released, the masker and drafter told, the result counted and
+// delivered). Parts hold a reference; only the engine implements it.
+class SequenceEnds {
+ public:
+  virtual void finish(Sequence* s, FinishReason reason, const std::string& error = {}) = 0;
+
+ protected:
+  ~SequenceEnds() = default;
+};
+
+// Runs f, a plugin call that concerns only s (its cache allocation, commit,
+// release or drafts): if it throws, s fails with the plugin's message and
+// the step goes on without it. Returns false then.
 template <typename F>
-bool StepEngine::contained(Seq* s, F&& f) {
+bool contained(SequenceEnds& ends, Sequence* s, F&& f) {
   try {
     f();
     return true;
   } catch (const std::exception& e) {
-    finish(s, FinishReason::Error, e.what());
+    ends.finish(s, FinishReason::Error, e.what());
     return false;
   }
 }
