@@ -54,7 +54,7 @@ class SequenceEnds {
   virtual void finish(Sequence* s, FinishReason reason, const std::string& error = {}) = 0;
 
  protected:
-  ~SequenceEnds() = default;
+  virtual ~SequenceEnds() = default;
 };
 
 // Runs f, a plugin call that concerns only s (its cache allocation, commit,
