@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-bench, llama-quantize, llama-tokenize and
 # llama-perplexity for the peer benchmarks (benchmarks/peer/peer_bench.py,
-# benchmarks/gguf) and the GGUF references (tests/tools), from the llama.cpp sources PyPI's
+# benchmarks/gguf) and the GGUF references (tests/generators), from the llama.cpp sources PyPI's
 # llama-cpp-python source package carries, natively for this CPU (as its
 # users build it). Prints the folder holding the two programs.
 #   scripts/build-llama-cpp.sh [build-dir]     (default /tmp/llama-build)

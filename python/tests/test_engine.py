@@ -208,7 +208,7 @@ def test_structured_output_through_python(engine):
 
 def test_chat_through_a_template_equals_the_cli(cli):
     folder = str(REAL / "qwen2-optimum")
-    template = str(REAL.parent.parent / "chat" / "templates" / "chatml_tools.jinja")
+    template = str(REAL.parent.parent / "text" / "chat" / "templates" / "chatml_tools.jinja")
     out = subprocess.run([cli, "generate", "--model", folder + "/model.onnx", "--chat", "--chat-template", template,
                           "--system", "You are terse.", "--prompt", "Name a color.", "-n", "16", "--json"],
                          check=True, capture_output=True, text=True, timeout=300).stdout

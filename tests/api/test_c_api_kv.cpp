@@ -348,7 +348,7 @@ TEST(CApiKv, ATokenizerWithoutAnEngineEncodesDecodesAndRendersChats) {
 
   // A Hugging Face folder's tokenizer.json, with a ChatML template.
   const std::string folder = std::string(SY_SOURCE_DIR) + "/tests/models/real/qwen2-optimum";
-  const std::string chatml = std::string(SY_SOURCE_DIR) + "/tests/chat/templates/chatml_tools.jinja";
+  const std::string chatml = std::string(SY_SOURCE_DIR) + "/tests/text/chat/templates/chatml_tools.jinja";
   ASSERT_EQ(sy_tokenizer_open(folder.c_str(), chatml.c_str(), &tok), SY_API_OK) << sy_last_error();
   const char* chat = R"({"messages": [{"role": "user", "content": "Hello there"}]})";
   ASSERT_EQ(sy_tokenizer_chat_render(tok, chat, nullptr, 0, &m), SY_API_OK) << sy_last_error();

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   // Chat requests go through a real chat template (ChatML with tools), as
   // the server renders them.
-  static const sy::ChatTemplate chat = sy::ModelFolder::chat_template_file(SWITCHYARD_SOURCE_DIR "/tests/chat/templates/chatml_tools.jinja");
+  static const sy::ChatTemplate chat = sy::ModelFolder::chat_template_file(SWITCHYARD_SOURCE_DIR "/tests/text/chat/templates/chatml_tools.jinja");
   auto render = [&](const nlohmann::ordered_json& r) {
     sy::ChatRequest cr;
     cr.messages = r["messages"];

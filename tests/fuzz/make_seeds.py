@@ -142,7 +142,7 @@ def chat_template_seeds():
     """The chat templates the tests compare with jinja2."""
     out = os.path.join(corpus, "chat_template")
     os.makedirs(out, exist_ok=True)
-    templates = os.path.join(here, "..", "chat", "templates")
+    templates = os.path.join(here, "..", "text", "chat", "templates")
     for name in sorted(os.listdir(templates)):
         shutil.copy(os.path.join(templates, name), os.path.join(out, name))
 

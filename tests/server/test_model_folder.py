@@ -1,6 +1,6 @@
 """A Hugging Face model folder end to end: a tiny Qwen2 export with its
 tokenizer.json and a tokenizer_config.json carrying a chat template
-(Llama-2 [INST] style, tests/chat/templates/llama2.jinja). `generate --chat`
+(Llama-2 [INST] style, tests/text/chat/templates/llama2.jinja). `generate --chat`
 and the server's /v1/chat/completions tokenize exactly what Python's jinja2
 and the tokenizers library make of the conversation; the official openai
 client gets logprobs equal to a log-softmax of `switchyard logits`; the
@@ -27,7 +27,7 @@ from conftest import API_KEY, start_server, stop_server
 CLI = os.environ["SWITCHYARD_CLI"]
 ROOT = Path(__file__).resolve().parents[1]
 EXPORT = ROOT / "models" / "real" / "qwen2-torchscript"
-TEMPLATE = (ROOT / "chat" / "templates" / "llama2.jinja").read_text()
+TEMPLATE = (ROOT / "text" / "chat" / "templates" / "llama2.jinja").read_text()
 MESSAGES = [{"role": "system", "content": "You are a storyteller."}, {"role": "user", "content": "Tell me about a cat."}]
 
 

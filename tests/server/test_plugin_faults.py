@@ -1,4 +1,4 @@
-"""`switchyard serve` with failing plugins (tests/plugins/faults.yaml): a
+"""`switchyard serve` with failing plugins (tests/plugin_host/fixtures/faults.yaml): a
 request a plugin failure concerns gets a 500 naming the plugin, a session
 whose scheduler is out of service answers 503 at once, nothing hangs, and
 the server still exits 0 on SIGTERM. Driven by the official openai client
@@ -11,7 +11,7 @@ import pytest
 from conftest import API_KEY, start_server, stop_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAULTS = os.path.join(HERE, "..", "plugins", "faults.yaml")
+FAULTS = os.path.join(HERE, "..", "plugin_host", "fixtures", "faults.yaml")
 
 pytestmark = pytest.mark.skipif(not os.environ.get("SY_FAULT_PLUGIN"), reason="needs SY_FAULT_PLUGIN (the test build's fault plugin)")
 

@@ -4,7 +4,7 @@
 // or by an exception thrown across the ABI, through every entry point
 // (generate here; bench and ab through the CLI; serve in
 // tests/server/test_plugin_faults.py). The profiles are in
-// tests/plugins/faults.yaml; the plugin is tests/plugins/fault_plugin.cpp.
+// tests/plugin_host/fixtures/faults.yaml; the plugin is tests/plugin_host/fixtures/fault_plugin.cpp.
 //
 // What each test demands: every request finishes in bounded time; a request
 // the failure concerns fails with the plugin's name and message; every

@@ -25,7 +25,7 @@ that ONNX Runtime cannot run or that disagrees is an error of this script.
 Usage (once, by hand; the outputs are committed, so CI needs no torch):
   python3 -m venv /tmp/gen && /tmp/gen/bin/pip install torch optimum-onnx onnxscript onnxruntime
   python3 -m venv /tmp/gen5 && /tmp/gen5/bin/pip install torch transformers onnxruntime-genai
-  GENAI_PYTHON=/tmp/gen5/bin/python /tmp/gen/bin/python tests/tools/gen_hf_models.py tests/models/real [ARCH ...]
+  GENAI_PYTHON=/tmp/gen5/bin/python /tmp/gen/bin/python tests/generators/gen_hf_models.py tests/models/real [ARCH ...]
 (made with torch 2.15, transformers 4.57.6 + optimum-onnx 0.1.0, and
 transformers 5.24 + onnxruntime-genai 0.18 for the builder).
 """

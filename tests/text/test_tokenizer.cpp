@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "test_support.h"
+#include "model/model_folder.h"
 #include "text/llama2c_tokenizer.h"
 #include "text/tokenizer.h"
 

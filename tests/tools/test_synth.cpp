@@ -27,7 +27,7 @@ TEST(Synth, OnnxRuntimeAgreesAndEveryModeRunsIt) {
   auto baseline = Session::create(base);
   std::vector<int> prompt = {1, 2, 3, 400, 17, 99, 250};
   auto ours = baseline->last_logits(prompt);
-  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_TOOLS_DIR + "/ort_last_logits.py " + path +
+  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + path +
                                        " 1,2,3,400,17,99,250"))["last_logits"].get<std::vector<float>>();
   ASSERT_EQ(ours.size(), ort.size());
   for (size_t i = 0; i < ours.size(); ++i) ASSERT_NEAR(ours[i], ort[i], 1e-4) << i;

@@ -1,4 +1,4 @@
-// ABI conformance with real plugin libraries (tests/plugins/*): version
+// ABI conformance with real plugin libraries (tests/plugin_host/fixtures/*): version
 // negotiation, refusals with clear messages, errors and exceptions from
 // plugin code, duplicate and unknown names, every component kind called
 // through the host, and repeated load/unload.

@@ -1,4 +1,4 @@
-// Fault injection through a real plugin library (tests/plugins/fault_plugin.cpp):
+// Fault injection through a real plugin library (tests/plugin_host/fixtures/fault_plugin.cpp):
 // a kernel that fails on its Nth call, a pass that fails after rewriting, a
 // cache manager that refuses allocation, a drafter that proposes invalid ids,
 // a slow kernel. The affected requests fail (or degrade) with a clear reason;

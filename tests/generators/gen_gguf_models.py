@@ -19,7 +19,7 @@ transformers):
 
 Usage:
   python3 -m venv /tmp/refenv && /tmp/refenv/bin/pip install torch transformers accelerate gguf numpy
-  /tmp/refenv/bin/python tests/tools/gen_gguf_models.py --smollm2 PATH.gguf [--llama-bin DIR] [--only tiny|smollm2]
+  /tmp/refenv/bin/python tests/generators/gen_gguf_models.py --smollm2 PATH.gguf [--llama-bin DIR] [--only tiny|smollm2]
 (made with torch 2.15, transformers 5.25, gguf 0.17).
 """
 import argparse

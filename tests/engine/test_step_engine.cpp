@@ -205,7 +205,7 @@ TEST(KvStrategies, FewerHeadsAndWindowShrinkTheCache) {
 }
 
 TEST(KvStrategies, WindowAndPooledHeadsComputeWhatTheyPromise) {
-  // Against ONNX Runtime on the exported graph (tests/tools/kv_strategy_reference.py):
+  // Against ONNX Runtime on the exported graph (tests/generators/kv_strategy_reference.py):
   // a window of W is a decode that keeps only the last W-1 keys as the past;
   // pooled KV heads are the model with its K and V projections averaged
   // over each group of heads.
@@ -216,7 +216,7 @@ TEST(KvStrategies, WindowAndPooledHeadsComputeWhatTheyPromise) {
     ids += std::to_string(t);
   }
   auto reference = [&](const std::string& mode) {
-    test::ShellResult r = test::shell(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_TOOLS_DIR + "/kv_strategy_reference.py " +
+    test::ShellResult r = test::shell(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/kv_strategy_reference.py " +
                                           test::model_path("stories260K.onnx") + " " + ids + " " + mode,
                                       false);
     EXPECT_EQ(r.status, 0) << r.out;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes one single-op ONNX model per kernel test case, with inputs and the
-outputs ONNX Runtime computes for them, for tests/unit/test_kernels.cpp.
+outputs ONNX Runtime computes for them, for tests/kernels/test_kernels.cpp.
 
 The expected values come from ONNX Runtime (an independent implementation),
 never from this engine. Usage: gen_kernel_cases.py OUT_DIR

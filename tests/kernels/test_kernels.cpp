@@ -1,5 +1,5 @@
 // Every built-in kernel against ONNX Runtime: one single-op model per case
-// (tests/tools/gen_kernel_cases.py), imported and run by the engine.
+// (tests/generators/gen_kernel_cases.py), imported and run by the engine.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,7 +96,7 @@ TEST(KernelCases, CasesExist) {
   // Every op family of the list is covered, broadcasting, negative
   // axes and empty tensors included.
   auto cases = load_cases();
-  ASSERT_GE(cases.size(), 140u) << "run tests/tools/gen_kernel_cases.py (needs onnx, onnxruntime, numpy)";
+  ASSERT_GE(cases.size(), 140u) << "run tests/generators/gen_kernel_cases.py (needs onnx, onnxruntime, numpy)";
 }
 
 std::vector<std::string> case_names() {
