@@ -622,7 +622,7 @@ sy_api_status sy_tokenizer_open(const char* path, const char* chat_template, sy_
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return fail(SY_API_NOT_FOUND, std::string("sy_tokenizer_open: ") + path + " does not exist");
     auto t = std::make_unique<sy_tokenizer>();
-    t->tokenizer = sy::load_tokenizer(sy::ModelFolder::tokenizer_file_of(path));
+    t->tokenizer = sy::ModelFolder::load_tokenizer_file(sy::ModelFolder::tokenizer_file_of(path));
     t->path = path;
     t->where = path;
     if (chat_template) t->chat_template = sy::ModelFolder::chat_template_file(chat_template);

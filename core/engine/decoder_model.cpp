@@ -35,7 +35,7 @@ std::unique_ptr<Executor> prepare_executor(const ModelFolder& folder, const Kern
   for (GraphPass* p : passes) {
     // Plugin passes get the model's facts and subgraph evaluation, and their
     // rewrites are proven against the original before they are accepted.
-    PassEnv env = make_pass_env(*graph, path, folder.genai(), registry, threads);
+    PassEnv env = make_pass_env(*graph, path, folder.genai(), folder.config_context_length(), registry, threads);
     pctx.env = &env;
     const std::optional<Graph> before = p->probed() ? std::optional<Graph>(*graph) : std::nullopt;
     bool changed = false;

@@ -218,7 +218,7 @@ std::string ModelFolder::name() const {
 
 std::shared_ptr<const Tokenizer> ModelFolder::tokenizer() const {
   std::call_once(lazy_->tokenizer_once, [&] {
-    if (!tokenizer_file_.empty()) lazy_->tokenizer = load_tokenizer(tokenizer_file_);
+    if (!tokenizer_file_.empty()) lazy_->tokenizer = load_tokenizer_file(tokenizer_file_);
   });
   SY_CHECK_KIND(lazy_->tokenizer, ErrorKind::NotFound,
                 "no tokenizer (tokenizer.json, tokenizer.bin or one tok*.bin) beside " << argument_ << "; name one (--tokenizer, 'tokenizer:')");
@@ -303,6 +303,16 @@ SamplingDefaults ModelFolder::sampling_defaults() const {
   return d;
 }
 
+int64_t ModelFolder::config_context_length() const {
+  const fs::path cfg = fs::path(dir_) / "config.json";
+  std::error_code ec;
+  if (gguf_ || !fs::exists(cfg, ec)) return 0;
+  const OrderedJson j = read_json(cfg);
+  for (const char* key : {"max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"})
+    if (j.is_object() && j.contains(key) && j[key].is_number_integer()) return j[key].get<int64_t>();
+  return 0;
+}
+
 std::string ModelFolder::find_tokenizer_file(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return fs::exists(path, ec) ? path : std::string();
@@ -326,6 +336,19 @@ std::string ModelFolder::tokenizer_file_of(const std::string& path) {
   const std::string found = find_tokenizer_file(path);
   SY_CHECK_KIND(!found.empty(), ErrorKind::NotFound, path << ": no tokenizer in this folder (tokenizer.json, tokenizer.bin or one tok*.bin)");
   return found;
+}
+
+std::unique_ptr<Tokenizer> ModelFolder::load_tokenizer_file(const std::string& file) {
+  const fs::path config_path = fs::path(file).parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  if (fs::path(file).extension() != ".json" || !fs::exists(config_path, ec)) return load_tokenizer(file);
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_text(config_path));
+  } catch (const nlohmann::json::exception& e) {
+    SY_THROW(config_path.string() << ": not valid JSON: " << e.what());
+  }
+  return load_tokenizer(file, &config, config_path.string());
 }
 
 ChatTemplate ModelFolder::chat_template_file(const std::string& path) {

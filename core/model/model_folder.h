@@ -64,6 +64,10 @@ class ModelFolder {
   // genai_config.json's context length; 0 when the folder does not say (the
   // graph's metadata then decides, engine/decoder_model.cpp).
   int64_t context_length() const { return genai_ ? genai_->context_length : 0; }
+  // config.json's max_position_embeddings (or n_positions,
+  // max_sequence_length, seq_length); 0 when absent. What the passes assume
+  // after genai_config.json and the graph's metadata.
+  int64_t config_context_length() const;
 
   // A tokenizer argument on its own (a router's, `switchyard tokenize`'s): a
   // file as given, or a folder's tokenizer file. Throws naming the path
@@ -71,6 +75,9 @@ class ModelFolder {
   static std::string tokenizer_file_of(const std::string& path);
   // The same, "" when there is none.
   static std::string find_tokenizer_file(const std::string& path);
+  // A tokenizer file with what goes with it: tokenizer_config.json beside a
+  // tokenizer.json (transformers reads the two together).
+  static std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& file);
   // A template file on its own; special tokens from a tokenizer_config.json
   // beside it.
   static ChatTemplate chat_template_file(const std::string& path);

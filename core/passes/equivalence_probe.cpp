@@ -118,8 +118,8 @@ std::vector<ProbeCase> probe_cases(const Graph& after, const PassEnv& env) {
 
 }  // namespace
 
-PassEnv make_pass_env(const Graph& g, const std::string& model_path, const GenaiConfig* genai, const KernelRegistry& registry,
-                      ThreadPool* threads) {
+PassEnv make_pass_env(const Graph& g, const std::string& model_path, const GenaiConfig* genai, int64_t config_context,
+                      const KernelRegistry& registry, ThreadPool* threads) {
   PassEnv env;
   env.registry = &registry;
   env.threads = threads;
@@ -132,7 +132,7 @@ PassEnv make_pass_env(const Graph& g, const std::string& model_path, const Genai
   } catch (const std::exception& e) {
     env.io_error = e.what();
   }
-  env.max_context = model_context_length(g, genai, model_path);
+  env.max_context = model_context_length(g, genai, config_context, model_path);
   return env;
 }
 

@@ -32,8 +32,8 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
 constexpr double kProbeTolerance = 1e-4;
 
 // A PassEnv for one pass run on `g`: the model's roles (if any), context
-// length and vocabulary.
-PassEnv make_pass_env(const Graph& g, const std::string& model_path, const GenaiConfig* genai, const KernelRegistry& registry,
-                      ThreadPool* threads);
+// length (config_context: config.json's, from the model folder) and vocabulary.
+PassEnv make_pass_env(const Graph& g, const std::string& model_path, const GenaiConfig* genai, int64_t config_context,
+                      const KernelRegistry& registry, ThreadPool* threads);
 
 }  // namespace sy

@@ -196,7 +196,7 @@ ScratchStep::ScratchStep(const ModelIO& io, const ProbeCase& c, const ProbeInput
   step_.block_size = block_size;
 }
 
-int64_t model_context_length(const Graph& g, const GenaiConfig* genai, const std::string& model_path) {
+int64_t model_context_length(const Graph& g, const GenaiConfig* genai, int64_t config_context, const std::string& model_path) {
   if (genai && genai->context_length > 0) return genai->context_length;
   for (const char* key : {"max_position_embeddings", "context_length", "max_seq_len", "n_ctx"}) {
     auto it = g.metadata.find(key);
@@ -207,19 +207,7 @@ int64_t model_context_length(const Graph& g, const GenaiConfig* genai, const std
       SY_THROW(model_path << ": metadata '" << key << "' is not a number: '" << it->second << "'");
     }
   }
-  namespace fs = std::filesystem;
-  fs::path cfg = fs::path(model_path).parent_path() / "config.json";
-  if (fs::exists(cfg)) {
-    try {
-      std::ifstream f(cfg);
-      auto j = nlohmann::json::parse(f);
-      for (const char* key : {"max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"})
-        if (j.contains(key) && j[key].is_number_integer()) return j[key].get<int64_t>();
-    } catch (const std::exception& e) {
-      SY_THROW(cfg.string() << ": not valid JSON: " << e.what());
-    }
-  }
-  return 0;
+  return config_context;
 }
 
 int64_t model_vocab_size(const Graph& g, const ModelIO& io) {

@@ -80,8 +80,8 @@ class ScratchStep {
 };
 
 // The context length a model supports: genai_config.json, the graph's
-// metadata, or config.json beside it (max_position_embeddings); 0 if none.
-int64_t model_context_length(const Graph& g, const GenaiConfig* genai, const std::string& model_path);
+// metadata, or `config_context` (config.json's, ModelFolder reads it); 0 if none.
+int64_t model_context_length(const Graph& g, const GenaiConfig* genai, int64_t config_context, const std::string& model_path);
 
 // The vocabulary size from the logits output's last dimension, else 0.
 int64_t model_vocab_size(const Graph& g, const ModelIO& io);

@@ -35,30 +35,24 @@ std::optional<std::string> config_token(const hf::Json& config, const char* key)
 
 }  // namespace
 
-std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path) {
+std::unique_ptr<HfTokenizer> HfTokenizer::load(const std::string& path, const hf::Json* config_json, const std::string& config_name) {
   std::ifstream in(path, std::ios::binary);
   SY_CHECK_KIND(in, ErrorKind::NotFound, path << ": cannot open the tokenizer file");
   std::stringstream ss;
   ss << in.rdbuf();
   auto tok = parse(ss.str(), path);
-  const std::filesystem::path config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) {
-    std::ifstream cf(config_path);
-    hf::Json config;
-    try {
-      config = hf::Json::parse(cf);
-    } catch (const std::exception& e) {
-      SY_THROW(config_path.string() << ": not valid JSON: " << e.what());
-    }
+  if (config_json) {
+    const hf::Json& config = *config_json;
+    const std::string& config_path = config_name;
     const std::string cls = config.is_object() ? config.value("tokenizer_class", std::string()) : "";
     const bool rebuilds = cls.rfind("LlamaTokenizer", 0) == 0 || cls.rfind("GemmaTokenizer", 0) == 0 || cls.rfind("CodeLlamaTokenizer", 0) == 0;
     if (rebuilds && (config.contains("add_bos_token") || config.contains("add_eos_token"))) {
       auto post = std::make_unique<BosEosProcessor>();
       auto id_of = [&](const char* key) {
         auto text = config_token(config, key);
-        SY_CHECK(text, config_path.string() << ": " << key << " is needed with add_" << std::string(key).substr(0, 3) << "_token");
+        SY_CHECK(text, config_path << ": " << key << " is needed with add_" << std::string(key).substr(0, 3) << "_token");
         auto id = tok->token_id(*text);
-        SY_CHECK(id, config_path.string() << ": " << key << " '" << *text << "' is not in " << path);
+        SY_CHECK(id, config_path << ": " << key << " '" << *text << "' is not in " << path);
         return *id;
       };
       auto flag = [&](const char* key, bool fallback) { return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback; };

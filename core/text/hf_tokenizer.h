@@ -16,8 +16,11 @@ namespace sy {
 
 class HfTokenizer : public Tokenizer {
  public:
-  // Throws naming the file and the JSON path for anything malformed or unsupported.
-  static std::unique_ptr<HfTokenizer> load(const std::string& path);
+  // Throws naming the file and the JSON path for anything malformed or
+  // unsupported. `config`: the tokenizer_config.json that came with it
+  // (named `config_name` in errors), if any: transformers' Llama and Gemma
+  // classes rebuild the post-processor from its add_bos_token/add_eos_token.
+  static std::unique_ptr<HfTokenizer> load(const std::string& path, const hf::Json* config = nullptr, const std::string& config_name = {});
   static std::unique_ptr<HfTokenizer> parse(const std::string& json_text, const std::string& label);
 
   std::vector<int> encode(const std::string& text, bool add_special) const override;

@@ -52,11 +52,11 @@ bool ends_incomplete(const std::string& s) { return s.size() >= 3 && s.compare(s
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const nlohmann::json* tokenizer_config, const std::string& config_name) {
   std::error_code ec;
   SY_CHECK_KIND(fs::is_regular_file(path, ec), ErrorKind::NotFound, path << ": no such tokenizer file");
   if (gguf::File::is_gguf(path)) return HfTokenizer::parse(gguf_tokenizer_for(path).tokenizer_json.dump(), path + " (tokenizer.ggml)");
-  if (fs::path(path).extension() == ".json") return HfTokenizer::load(path);
+  if (fs::path(path).extension() == ".json") return HfTokenizer::load(path, tokenizer_config, config_name);
   return std::make_unique<Llama2cAdapter>(Llama2cTokenizer::load(path));
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace sy {
 
 class Tokenizer {
@@ -34,8 +36,11 @@ class Tokenizer {
 
 // The tokenizer in one file: tokenizer.json, llama2.c's .bin, or a GGUF
 // file's vocabulary. Throws naming the path when it is missing or malformed.
-// (Which file goes with a model folder: ModelFolder, model/model_folder.h.)
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+// `tokenizer_config`: the tokenizer_config.json that goes with a
+// tokenizer.json (HfTokenizer::load). Which files go with a model or a
+// folder is ModelFolder's decision (model/model_folder.h).
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const nlohmann::json* tokenizer_config = nullptr,
+                                          const std::string& config_name = {});
 
 // Streaming detokenization: the text each new token adds, given the tokens
 // before it. Decodes a short window of context so that decoders which look

@@ -33,7 +33,7 @@ EngineConfig with_grammar(EngineConfig c) {
   return c;
 }
 
-std::unique_ptr<Tokenizer> stories_tokenizer() { return load_tokenizer(ModelFolder::open(test::model_path("stories260K.onnx")).tokenizer_file()); }
+std::unique_ptr<Tokenizer> stories_tokenizer() { return ModelFolder::load_tokenizer_file(ModelFolder::open(test::model_path("stories260K.onnx")).tokenizer_file()); }
 
 GenerationRequest constrained(const Tokenizer& tok, const std::string& prompt, OutputConstraint c, float temperature = 0,
                               uint64_t seed = 0) {
@@ -198,7 +198,7 @@ TEST(StructuredOutput, RefusedConstraintsNameTheProblem) {
 TEST(StructuredOutput, HoldsOnRealExportsWithTokenizerJson) {
   for (const char* m : {"qwen2-torchscript", "mistral-torchscript"}) {
     const std::string dir = test::source_dir() + "/tests/models/real/" + m;
-    auto tok = load_tokenizer(dir + "/tokenizer.json");
+    auto tok = ModelFolder::load_tokenizer_file(dir + "/tokenizer.json");
     std::vector<GenerationRequest> batch = {constrained(*tok, "Once upon a time", {"json_schema", kSchema}),
                                             constrained(*tok, "Hello", {"regex", "(yes|no), [a-z]{2,8}\\."})};
     std::vector<std::vector<int>> first;

@@ -95,7 +95,7 @@ TEST(Gguf, ConvertedFolderRunsInOnnxRuntime) {
     const std::vector<int> prompt = {1, 17, 93, 4, 250, 31, 77};
     const auto from_gguf = Session::create(baseline_config(real(model)))->last_logits(prompt);
     const auto from_folder = Session::create(baseline_config(out))->last_logits(prompt);
-    const auto ort = nlohmann::json::parse(shell_out(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_TOOLS_DIR + "/ort_last_logits.py " + out +
+    const auto ort = nlohmann::json::parse(shell_out(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + out +
                                                      "/model.onnx 1,17,93,4,250,31,77"))["last_logits"]
                          .get<std::vector<float>>();
     ASSERT_EQ(ort.size(), from_folder.size());
@@ -103,7 +103,7 @@ TEST(Gguf, ConvertedFolderRunsInOnnxRuntime) {
       ASSERT_NEAR(from_folder[i], ort[i], 1e-4) << model << " logit " << i;
       ASSERT_EQ(from_folder[i], from_gguf[i]) << model << " logit " << i;
     }
-    const auto a = load_tokenizer(real(model)), b = load_tokenizer(ModelFolder::tokenizer_file_of(out));
+    const auto a = load_tokenizer(real(model)), b = ModelFolder::load_tokenizer_file(ModelFolder::tokenizer_file_of(out));
     EXPECT_EQ(a->encode("hello world abc", false), b->encode("hello world abc", false)) << model;
     EXPECT_EQ(test::read_json(out + "/config.json")["num_hidden_layers"], 2) << model;
   }

@@ -148,7 +148,7 @@ TEST(Tokenizer, TokenBytesOfATextsTokensAreTheText) {
   const std::vector<std::string> texts = {"Once upon a time, Lily found a ball.", "{\"name\": \"Tom\", \"age\": 42}",
                                           "caf\xC3\xA9 \xE2\x82\xAC" "5 \xF0\x9F\x98\x80!", "  two  spaces\tand a tab\nnew line"};
   for (const auto& f : files) {
-    auto tok = load_tokenizer(f);
+    auto tok = ModelFolder::load_tokenizer_file(f);
     for (const auto& text : texts) {
       std::string bytes;
       for (int id : tok->encode(text, false)) bytes += tok->token_bytes(id);

@@ -87,7 +87,7 @@ int cmd_chat_template(const std::vector<std::string>& args) {
   }
   nlohmann::json out{{"rendered", text}};
   const std::string tok_path = !model.empty() ? ModelFolder::find_tokenizer_file(model) : "";
-  if (!tok_path.empty()) out["ids"] = load_tokenizer(tok_path)->encode(text, false);  // the template already wrote BOS
+  if (!tok_path.empty()) out["ids"] = ModelFolder::load_tokenizer_file(tok_path)->encode(text, false);  // the template already wrote BOS
   std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   return 0;
 }

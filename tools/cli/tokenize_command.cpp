@@ -32,7 +32,7 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     SY_CHECK(in, batch << ": cannot open");
     auto texts = nlohmann::json::parse(in);
     SY_CHECK(texts.is_array(), batch << ": expected a JSON array of strings");
-    auto tok = load_tokenizer(ModelFolder::tokenizer_file_of(tokenizer));
+    auto tok = ModelFolder::load_tokenizer_file(ModelFolder::tokenizer_file_of(tokenizer));
     for (const auto& t : texts) {
       std::vector<int> ids = tok->encode(t.get<std::string>(), add_special);
       nlohmann::json j{{"ids", ids}, {"decoded", tok->decode(ids, false)}};
@@ -48,7 +48,7 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     ss << in.rdbuf();
     text = ss.str();
   }
-  auto tok = load_tokenizer(ModelFolder::tokenizer_file_of(tokenizer));
+  auto tok = ModelFolder::load_tokenizer_file(ModelFolder::tokenizer_file_of(tokenizer));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int> ids = tok->encode(text, add_special);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
