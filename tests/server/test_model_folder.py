@@ -179,6 +179,24 @@ def test_penalties_change_the_choice_as_documented(folder, client, penalties):
     assert got != plain.choices[0].model_extra["token_ids"], "the penalty should change this greedy continuation"
 
 
+def test_chat_without_max_tokens_runs_until_the_context_or_the_limit(client):
+    """OpenAI's defaults: a chat completion without max_tokens runs until the
+    model stops or the context is full (vLLM: max_model_len - prompt), within
+    the server's --max-tokens-limit (512 here); it used to stop after 16
+    tokens. A plain completion keeps OpenAI's 16."""
+    model = client.models.list().data[0]
+    r = client.chat.completions.create(model=model.id, messages=MESSAGES, temperature=0, extra_body={"ignore_eos": True})
+    expected = min(512, model.model_extra["max_model_len"] - r.usage.prompt_tokens)
+    assert expected > 16
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == expected
+    c = client.completions.create(model=model.id, prompt="Once upon a time", temperature=0, extra_body={"ignore_eos": True})
+    assert c.usage.completion_tokens == 16
+    explicit = client.chat.completions.create(model=model.id, messages=MESSAGES, temperature=0, max_tokens=5,
+                                              extra_body={"ignore_eos": True})
+    assert explicit.usage.completion_tokens == 5
+
+
 def test_unsupported_fields_are_refused_by_name(client):
     with pytest.raises(BadRequestError) as e:
         client.chat.completions.create(model=model_id(client), messages=MESSAGES, max_tokens=4,

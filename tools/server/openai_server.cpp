@@ -340,13 +340,14 @@ class Server {
     std::vector<const char*> stops;
     for (const auto& x : s.stop) stops.push_back(x.c_str());
     ++inflight_;
+    const int limit = limits().max_tokens;
     for (size_t p = 0; p < prompts.size(); ++p)
       for (int j = 0; j < s.n; ++j) {
         sy_request_params params{};
         params.struct_size = sizeof(params);
         params.prompt_ids = prompts[p].data();
         params.num_prompt_ids = static_cast<int32_t>(prompts[p].size());
-        params.max_tokens = s.max_tokens;
+        params.max_tokens = max_tokens_for(s, prompts[p].size(), sy_engine_max_context(engine_), limit);
         params.sampling = {sizeof(sy_sampling), static_cast<float>(s.temperature), s.top_k, static_cast<float>(s.top_p),
                            s.seed >= 0 ? static_cast<uint64_t>(s.seed) + static_cast<uint64_t>(j) : next_seed_++};
         params.presence_penalty = static_cast<float>(s.presence_penalty);

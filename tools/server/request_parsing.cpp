@@ -1,5 +1,6 @@
 #include "request_parsing.h"
 
+#include <algorithm>
 #include <limits>
 #include <string_view>
 
@@ -135,10 +136,13 @@ void parse_constraint(const json& body, Sampling& s) {
 
 Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits) {
   Sampling s;
-  s.max_tokens = field<int>(body, "max_tokens", 16, "an integer");
+  const int fallback = chat ? kUntilTheContextIsFull : kCompletionDefaultMaxTokens;
+  const bool given = (body.contains("max_tokens") && !body["max_tokens"].is_null()) ||
+                     (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null());
+  s.max_tokens = field<int>(body, "max_tokens", fallback, "an integer");
   if (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null())
-    s.max_tokens = field<int>(body, "max_completion_tokens", 16, "an integer");
-  if (s.max_tokens < 1) throw bad_request("max_tokens must be >= 1, got " + std::to_string(s.max_tokens), "max_tokens");
+    s.max_tokens = field<int>(body, "max_completion_tokens", fallback, "an integer");
+  if (given && s.max_tokens < 1) throw bad_request("max_tokens must be >= 1, got " + std::to_string(s.max_tokens), "max_tokens");
   if (s.max_tokens > limits.max_tokens)
     throw bad_request("max_tokens is " + std::to_string(s.max_tokens) + ", over this server's limit of " + std::to_string(limits.max_tokens),
                       "max_tokens");
@@ -326,6 +330,12 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
   }
   r.prompts = parse_prompts(body, chat, limits, tokenize, render_chat);
   return r;
+}
+
+int max_tokens_for(const Sampling& s, size_t prompt_tokens, int64_t max_context, int limit) {
+  if (s.max_tokens != kUntilTheContextIsFull) return s.max_tokens;
+  const int64_t left = max_context - static_cast<int64_t>(prompt_tokens);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(limit, left)));
 }
 
 }  // namespace sy::server

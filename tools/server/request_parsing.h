@@ -20,8 +20,15 @@ struct ApiError {
 };
 ApiError bad_request(const std::string& message, const std::string& param = "", const std::string& code = "");
 
+// OpenAI's defaults when a request names no max_tokens: a completion writes
+// 16 tokens at most; a chat completion runs until the model stops or the
+// context is full (vLLM's max_model_len - prompt), within the server's limit.
+constexpr int kCompletionDefaultMaxTokens = 16;
+constexpr int kUntilTheContextIsFull = 0;
+
 struct Sampling {
-  int max_tokens = 16, n = 1;
+  int max_tokens = kCompletionDefaultMaxTokens;  // kUntilTheContextIsFull: resolved per prompt (max_tokens_for)
+  int n = 1;
   double temperature = 1.0, top_p = 1.0, min_p = 0.0;
   int top_k = 0;  // 0 (or vLLM's -1): off
   double presence_penalty = 0.0, frequency_penalty = 0.0;  // OpenAI's, [-2, 2]
@@ -73,5 +80,10 @@ using RenderChat = std::function<std::string(const nlohmann::ordered_json& reque
 // Throws ApiError (400 / 404) naming the offending field.
 ParsedRequest parse_request(const std::string& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize,
                             const RenderChat& render_chat = nullptr);
+
+// The max_tokens one prompt runs with: the request's own, else (a chat
+// completion without one) what the context leaves after the prompt, within
+// the server's max_tokens limit.
+int max_tokens_for(const Sampling& s, size_t prompt_tokens, int64_t max_context, int limit);
 
 }  // namespace sy::server
