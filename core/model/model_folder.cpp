@@ -40,6 +40,15 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
+// A configuration file (config.json, generation_config.json, ...).
+nlohmann::json read_config(const fs::path& p) {
+  try {
+    return nlohmann::json::parse(read_text(p));
+  } catch (const nlohmann::json::exception& e) {
+    SY_THROW(p.string() << ": not valid JSON: " << e.what());
+  }
+}
+
 OrderedJson read_json(const fs::path& p) {
   try {
     return OrderedJson::parse(read_text(p));
@@ -51,13 +60,7 @@ OrderedJson read_json(const fs::path& p) {
 std::optional<GenaiConfig> read_genai_config(const std::string& dir) {
   fs::path p = fs::path(dir) / "genai_config.json";
   if (!fs::exists(p)) return std::nullopt;
-  std::ifstream f(p);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    SY_THROW(p.string() << ": not valid JSON: " << e.what());
-  }
+  const nlohmann::json j = read_config(p);
   SY_CHECK(j.contains("model") && j["model"].is_object(), p.string() << ": no 'model' object");
   const auto& m = j["model"];
   GenaiConfig c;
@@ -249,13 +252,7 @@ std::vector<int> ModelFolder::eos_ids() const {
   for (const char* name : {"generation_config.json", "config.json"}) {
     fs::path p = dir / name;
     if (!fs::exists(p)) continue;
-    std::ifstream f(p);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const std::exception& e) {
-      SY_THROW(p.string() << ": not valid JSON: " << e.what());
-    }
+    nlohmann::json j = read_config(p);
     if (j.contains("eos_token_id")) {
       auto ids = int_or_list(j["eos_token_id"]);
       if (!ids.empty()) return ids;
@@ -272,13 +269,7 @@ SamplingDefaults ModelFolder::sampling_defaults() const {
   for (const char* name : {"generation_config.json", "genai_config.json"}) {
     const fs::path p = dir / name;
     if (!fs::exists(p)) continue;
-    std::ifstream f(p);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
-    } catch (const std::exception& e) {
-      SY_THROW(p.string() << ": not valid JSON: " << e.what());
-    }
+    nlohmann::json j = read_config(p);
     if (std::string(name) == "genai_config.json") j = j.contains("search") ? j["search"] : nlohmann::json::object();
     if (!j.is_object()) continue;
     auto number = [&](const char* key) -> std::optional<float> {
