@@ -176,7 +176,6 @@ struct sy_tokenizer {
 struct sy_engine {
   std::unique_ptr<sy::Engine> engine;
   sy_tokenizer tok;
-  std::string model_path;
   std::string model_name;
   std::string sampling_defaults = "{}";  // JSON
   // sy_kv_events_poll's last batch, which the returned pointers point into.
@@ -272,8 +271,7 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
     const sy::ModelFolder& folder = e->engine->folder();
     if (!folder.tokenizer_file().empty()) e->tok.tokenizer = folder.tokenizer();
     e->tok.path = folder.tokenizer_file();
-    e->model_path = folder.model_file();
-    e->tok.where = e->model_path;
+    e->tok.where = folder.model_file();
     e->tok.chat_template = folder.chat_template();
     const sy::SamplingDefaults d = folder.sampling_defaults();
     nlohmann::ordered_json defaults = nlohmann::ordered_json::object();
@@ -308,7 +306,7 @@ int32_t sy_engine_max_context(const sy_engine* engine) {
   return engine ? static_cast<int32_t>(engine->engine->max_context()) : 0;
 }
 int32_t sy_engine_has_tokenizer(const sy_engine* engine) { return engine && engine->tok.tokenizer ? 1 : 0; }
-const char* sy_engine_model_path(const sy_engine* engine) { return engine ? engine->model_path.c_str() : ""; }
+const char* sy_engine_model_path(const sy_engine* engine) { return engine ? engine->engine->folder().model_file().c_str() : ""; }
 const char* sy_engine_chat_template_name(const sy_engine* engine) {
   return engine && engine->tok.chat_template ? engine->tok.chat_template->name().c_str() : "";
 }

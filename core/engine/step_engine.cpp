@@ -149,9 +149,11 @@ bool StepEngine::step() {
   const size_t queued = planner_.waiting().size() + planner_.running().size();
   StepPlan plan = planner_.plan();
   if (plan.empty()) return planner_.waiting().size() + planner_.running().size() != queued;  // a failed admission is progress
-  if (speculator_) speculator_->propose(plan);
-  plan.drop_finished();  // a drafter failed them
-  if (plan.empty()) return true;
+  if (speculator_) {
+    speculator_->propose(plan);
+    plan.drop_finished();  // a drafter failed them
+    if (plan.empty()) return true;
+  }
   note_step(plan);
   const SampledRows sampled = SampledRows::of(plan);
   const double started = now_ms();
@@ -186,7 +188,7 @@ void StepEngine::admit_arrivals(RequestQueue::Arrivals& arrivals) {
     planner_.add(s.get());
     live_.push_back(std::move(s));
   }
-  counters_.update([&](StepEngineMetrics& m) { m.prompt_tokens += prompt_tokens; });
+  if (prompt_tokens > 0) counters_.update([&](StepEngineMetrics& m) { m.prompt_tokens += prompt_tokens; });
   for (uint64_t id : arrivals.cancels)
     for (auto& s : live_)
       if (s->id == id && !s->finished()) finish(s.get(), FinishReason::Cancelled);

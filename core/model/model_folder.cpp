@@ -231,8 +231,12 @@ std::shared_ptr<const Tokenizer> ModelFolder::tokenizer() const {
 const std::optional<ChatTemplate>& ModelFolder::chat_template() const {
   std::call_once(lazy_->template_once, [&] {
     if (!chat_template_file_.empty()) lazy_->chat_template = chat_template_file(chat_template_file_);
-    if (!lazy_->chat_template && !tokenizer_file_.empty() && tokenizer_file_ != model_file_)
-      lazy_->chat_template = chat_template_of(tokenizer_file_);
+    // The tokenizer's first (a tokenizer named apart from the model brings
+    // its template: its folder's, or a GGUF file's own), then the model's;
+    // one folder is read once.
+    const bool apart = !tokenizer_file_.empty() && tokenizer_file_ != model_file_ &&
+                       (is_gguf_path(tokenizer_file_) || fs::path(tokenizer_file_).parent_path() != fs::path(model_file_).parent_path());
+    if (!lazy_->chat_template && apart) lazy_->chat_template = chat_template_of(tokenizer_file_);
     if (!lazy_->chat_template) lazy_->chat_template = chat_template_of(model_file_);
   });
   return lazy_->chat_template;
