@@ -158,8 +158,13 @@ GgufTokenizerConfig gguf_tokenizer(const gguf::File& f) {
   c.chat_template = f.get_string("tokenizer.chat_template");
   SY_CHECK(!c.chat_template || unicode::is_valid_utf8(*c.chat_template), label << ": tokenizer.chat_template is not valid UTF-8");
 
+  // Appended in id order without the ordered map's lookup per key (which
+  // made this quadratic: seconds for a 50k vocabulary). A duplicate token
+  // keeps its last id, as parsing tokenizer.json would.
   OJson vocab = OJson::object();
-  for (size_t i = 0; i < tokens->size(); ++i) vocab[(*tokens)[i]] = i;
+  auto& entries = static_cast<std::vector<std::pair<const std::string, OJson>>&>(vocab.get_ref<OJson::object_t&>());
+  entries.reserve(tokens->size());
+  for (size_t i = 0; i < tokens->size(); ++i) entries.emplace_back((*tokens)[i], i);
   OJson added = OJson::array();
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i] != kControl && types[i] != kUserDefined) continue;

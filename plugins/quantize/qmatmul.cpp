@@ -153,8 +153,14 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
   if (!symmetric) p.negzp.assign(static_cast<size_t>(p.N * p.group_stride), 0.f);
   for (int64_t n = 0; n < p.N; ++n) {
     uint8_t* row = p.codes.data() + n * p.row_bytes();
+    // A row's blocks lie one after another: its codes are one stream (a
+    // byte each, or two nibbles a byte, low first) when a block fills whole bytes.
+    const bool stream = q.block_size * q.bits % 8 == 0;
+    const uint8_t* src = q.codes.data() + n * q.n_blocks * q.blob_bytes();
     for (int64_t k = 0; k < p.K; ++k) {
-      const auto c = static_cast<uint8_t>(code_at(q, n, k));
+      const auto c = !stream ? static_cast<uint8_t>(code_at(q, n, k))
+                     : q.bits == 8 ? src[k]
+                                   : static_cast<uint8_t>((k & 1) ? src[k >> 1] >> 4 : src[k >> 1] & 0x0F);
       if (p.bits == 8) {
         row[k] = c;
       } else {
