@@ -133,6 +133,12 @@ struct Group : Template::Node {
   Body body;
   void render(Ctx& c, std::string& out) const override;
 };
+// {% filter f(args) | g %}...{% endfilter %}: the body's text through the filters.
+struct FilterBlock : Template::Node {
+  Body body;
+  std::vector<std::pair<std::string, CallArgs>> filters;
+  void render(Ctx& c, std::string& out) const override;
+};
 struct LoopControl : Template::Node {
   Flow flow;
   void render(Ctx& c, std::string&) const override;

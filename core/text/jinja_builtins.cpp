@@ -108,6 +108,43 @@ std::string capitalize(const std::string& s) {
   return utf8(v);
 }
 // Python's \w: letters, numbers and '_'.
+// Python's str.format for replacement fields without a format spec: {},
+// {0}, {name}; {{ and }} are braces.
+std::string py_format(Ctx& c, const std::string& s, Args& a) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    if ((ch == '{' || ch == '}') && i + 1 < s.size() && s[i + 1] == ch) {
+      out.push_back(ch);
+      ++i;
+      continue;
+    }
+    if (ch == '}') c.error("format: single '}' in the format string");
+    if (ch != '{') {
+      out.push_back(ch);
+      continue;
+    }
+    const size_t end = s.find('}', i);
+    if (end == std::string::npos) c.error("format: '{' without '}'");
+    const std::string field = s.substr(i + 1, end - i - 1);
+    if (field.find_first_of(":!") != std::string::npos) c.error("format: conversions and format specs ('" + field + "') are not supported");
+    const Value* v = nullptr;
+    if (field.empty()) {
+      if (next < a.positional.size()) v = &a.positional[next++];
+    } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+      const size_t k = std::stoul(field);
+      if (k < a.positional.size()) v = &a.positional[k];
+    } else {
+      v = a.kw(field);
+    }
+    if (!v) c.error("format: no argument for '{" + field + "}'");
+    out += v->str();
+    i = end;
+  }
+  return out;
+}
+
 bool is_word_char(char32_t cp) { return cp == '_' || unicode::is_letter(cp) || unicode::is_number(cp); }
 
 std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
@@ -214,6 +251,7 @@ Value method(Ctx& c, const Value& obj, const std::string& key) {
         std::string chars = ch && !ch->is_none() ? arg_str(cc, a, 0, "chars", "") : "";
         return Value(strip(o.as_string(), ch && !ch->is_none() ? &chars : nullptr, key != "rstrip", key != "lstrip"));
       });
+    if (key == "format") return bind([](Ctx& cc, const Value& o, Args& a) { return Value(py_format(cc, o.as_string(), a)); });
     if (key == "upper") return bind([](Ctx&, const Value& o, Args&) { return Value(upper(o.as_string())); });
     if (key == "lower") return bind([](Ctx&, const Value& o, Args&) { return Value(lower(o.as_string())); });
     if (key == "title") return bind([](Ctx&, const Value& o, Args&) { return Value(py_title(o.as_string())); });

@@ -63,8 +63,12 @@ bool contains(Ctx& c, const Value& hay, const Value& needle) {
       if (e == needle) return true;
     return false;
   }
-  if (hay.is_dict()) return needle.is_string() && hay.dict().find(needle.as_string()) != nullptr;
-  if (hay.is_undefined()) c.error("'" + hay.undefined_name() + "' is undefined");
+  if (hay.is_dict()) {
+    if (needle.is_int()) return hay.dict().find(std::to_string(needle.as_int())) != nullptr;  // integer keys are kept as text
+    return needle.is_string() && hay.dict().find(needle.as_string()) != nullptr;
+  }
+  // Jinja2's Undefined iterates as empty: 'x' in undefined is false (Granite's templates rely on it).
+  if (hay.is_undefined()) return false;
   c.error("argument of type '" + hay.type_name() + "' is not iterable");
 }
 
@@ -192,7 +196,10 @@ Value DictExpr::eval(Ctx& c) const {
   Dict d;
   for (const auto& [k, v] : items) {
     Value key = k->eval(c);
-    if (!key.is_string()) c.error("dict keys must be strings here, got " + key.type_name());
+    // Integer keys are kept as their decimal text (and looked up so), which
+    // is what a template prints of them.
+    if (key.is_int()) key = Value(std::to_string(key.as_int()));
+    if (!key.is_string()) c.error("dict keys must be strings or integers here, got " + key.type_name());
     d.set(key.as_string(), v->eval(c));
   }
   return Value(std::move(d));
@@ -209,6 +216,7 @@ Value Subscript::eval(Ctx& c) const {
   c.line = line;
   if (o.is_undefined()) c.error("'" + o.undefined_name() + "' is undefined");
   if (k.is_string()) return member(c, o, k.as_string(), false);
+  if (o.is_dict() && k.is_int()) return member(c, o, std::to_string(k.as_int()), false);
   if (o.is_list() || o.is_string()) {
     const List chars = o.is_string() ? iterate(c, o) : List{};  // Python indexes code points
     const List& items = o.is_list() ? o.list() : chars;
@@ -418,6 +426,18 @@ void Set::render(Ctx& c, std::string& out) const {
 
 void Group::render(Ctx& c, std::string& out) const { render_body(body, c, out); }
 
+void FilterBlock::render(Ctx& c, std::string& out) const {
+  std::string text;
+  render_body(body, c, text);
+  Value v(text);
+  for (const auto& [name, args] : filters) {
+    Args a = args.eval(c);
+    c.line = line;
+    v = filter(c, name, v, a);
+  }
+  out += v.str();
+}
+
 void LoopControl::render(Ctx& c, std::string&) const { c.flow = flow; }
 
 void Macro::render(Ctx& c, std::string&) const {
@@ -426,7 +446,9 @@ void Macro::render(Ctx& c, std::string&) const {
   c.set(name, Value(Callable([self, ctx](Args& a) -> Value {
     Ctx& cc = *ctx;
     if (++cc.depth > 200) cc.error("macro recursion too deep");
-    // Macros see the globals and their arguments, not the caller's locals.
+    // Macros see the globals, the template's top-level names (other
+    // macros, namespaces: as they are when called, as in Jinja2) and their
+    // arguments, not the caller's locals.
     std::map<std::string, Value> scope;
     for (size_t i = 0; i < self->params.size(); ++i) {
       const auto& [pname, def] = self->params[i];
@@ -438,6 +460,7 @@ void Macro::render(Ctx& c, std::string&) const {
     auto saved = std::move(cc.scopes);
     cc.scopes.clear();
     cc.scopes.push_back(saved.front());
+    if (saved.size() > 1) cc.scopes.push_back(saved[1]);
     cc.scopes.push_back(std::move(scope));
     std::string out;
     try {

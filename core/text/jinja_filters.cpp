@@ -2,16 +2,42 @@
 // one table entry each, with Python's semantics. Filters Hugging Face
 // templates do not use (batch, slice) are refused by name.
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 
 #include "base/error.h"
 #include "text/jinja_builtins.h"
+#include "text/unicode.h"
 
 // Every entry has the table's signature; most use only part of it.
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 namespace sy::jinja::detail {
+
+namespace {
+// Python's json.dumps(ensure_ascii=True): every non-ASCII character as
+// \uXXXX (a surrogate pair above U+FFFF).
+std::string ascii_json(const std::string& text) {
+  std::string out;
+  char buf[8];
+  auto escape = [&](unsigned u) {
+    std::snprintf(buf, sizeof buf, "\\u%04x", u);
+    out += buf;
+  };
+  for (const auto& [cp, at] : unicode::code_points(text)) {
+    (void)at;
+    if (cp < 0x80) out.push_back(static_cast<char>(cp));
+    else if (cp < 0x10000) escape(static_cast<unsigned>(cp));
+    else {
+      const unsigned v = static_cast<unsigned>(cp) - 0x10000;
+      escape(0xD800 + (v >> 10));
+      escape(0xDC00 + (v & 0x3FF));
+    }
+  }
+  return out;
+}
+}  // namespace
 
 namespace {
 
@@ -70,9 +96,10 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       const Value* indent = arg(a, 0, "indent");
       const int64_t ind = indent && !indent->is_none() ? arg_int(c, a, 0, "indent", -1) : -1;
       if (a.kw("separators") && !a.kw("separators")->is_none()) c.error("tojson: separators= is not supported");
-      if (a.kw("ensure_ascii") && a.kw("ensure_ascii")->truthy()) c.error("tojson: ensure_ascii=True is not supported");
+      const bool ascii = a.kw("ensure_ascii") && a.kw("ensure_ascii")->truthy();
       try {
-        return Value(to_json_text(v, static_cast<int>(std::clamp<int64_t>(ind, -1, 64)), arg_bool(a, 99, "sort_keys", false)));
+        const std::string text = to_json_text(v, static_cast<int>(std::clamp<int64_t>(ind, -1, 64)), arg_bool(a, 99, "sort_keys", false));
+        return Value(ascii ? ascii_json(text) : text);
       } catch (const Error& e) {
         c.error(e.what());
       }
@@ -161,6 +188,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
     });
     add({"map"}, [](Ctx& c, const std::string& name, const Value& v, Args& a) -> Value {
       List out;
+      if (v.is_none()) return Value(std::move(out));  // Jinja2 maps a false value to nothing
       const Value* attr = a.kw("attribute");
       for (const auto& e : iterate(c, v)) {
         if (attr) {
@@ -182,6 +210,7 @@ const std::map<std::string, FilterFn, std::less<>>& filters() {
       const bool keep = name[0] == 's';
       if (attr && (a.positional.empty() || !a.positional[0].is_string())) c.error(name + " needs an attribute name");
       List out;
+      if (v.is_none()) return Value(std::move(out));  // Jinja2 selects nothing from a false value
       for (const auto& e : iterate(c, v)) {
         const Value x = attr ? attribute_path(c, e, a.positional[0].as_string()) : e;
         if (passes(c, x, a, attr ? 1 : 0) == keep) out.push_back(e);

@@ -188,6 +188,22 @@ class Parser {
       ++pos_;
       return n;
     }
+    if (word == "filter") {
+      auto n = std::make_unique<FilterBlock>();
+      n->line = s.line;
+      while (true) {
+        std::string name = expect_name();
+        CallArgs args;
+        if (peek_op("(")) args = call_args();
+        n->filters.emplace_back(std::move(name), std::move(args));
+        if (!peek_op("|")) break;
+        ++at_;
+      }
+      end_of_tag();
+      n->body = parse_body({"endfilter"});
+      ++pos_;
+      return n;
+    }
     if (word == "break" || word == "continue") {
       end_of_tag();
       auto n = std::make_unique<LoopControl>();
@@ -195,7 +211,7 @@ class Parser {
       n->flow = word == "break" ? Flow::Break : Flow::Continue;
       return n;
     }
-    error("unsupported statement '{% " + word + " %}' (supported: if, for, set, macro, break, continue, raw, generation)");
+    error("unsupported statement '{% " + word + " %}' (supported: if, for, set, macro, filter, break, continue, raw, generation)");
   }
 
   // --- expressions
