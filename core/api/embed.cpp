@@ -18,11 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "facade/engine.h"
+#include "api/api_internal.h"
+
+namespace sy::api {
 
 namespace {
-
 thread_local std::string t_error;
+}
 
 sy_api_status fail(sy_api_status code, const std::string& message) {
   t_error = message;
@@ -41,48 +43,13 @@ sy_api_status status_for(sy::ErrorKind kind) {
   return SY_API_ERROR;
 }
 
-template <typename F>
-sy_api_status guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const sy::Error& e) {
-    return fail(status_for(e.kind()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(SY_API_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(SY_API_ERROR, e.what());
-  } catch (...) {
-    return fail(SY_API_ERROR, "unknown error");
-  }
-}
+const char* last_error() { return t_error.c_str(); }
 
-// Every struct crossing this API starts with struct_size and only grows at
-// the end; these two are the only places one is copied.
-// The caller's input may be older (shorter) than ours: take the fields it
-// has and leave the newer ones zero ("off"). Shorter than the 1.0 struct
-// (min_size) is a caller error.
-template <typename T>
-T read_struct(const T* in, size_t min_size, const char* what) {
-  if (!in || in->struct_size < min_size)
-    throw sy::Error(std::string(what) + ": required, with struct_size set to its sizeof (at least " + std::to_string(min_size) +
-                    ")");
-  T out{};
-  std::memcpy(&out, in, std::min<size_t>(in->struct_size, sizeof(T)));
-  out.struct_size = sizeof(T);
-  return out;
-}
-// The caller's output may be older: fill only what its struct_size covers,
-// and leave its struct_size as it was.
-template <typename T>
-void write_struct(T* out, const T& value, size_t min_size, const char* what) {
-  if (!out || out->struct_size < min_size)
-    throw sy::Error(std::string(what) + ": required, with struct_size set to its sizeof (at least " + std::to_string(min_size) +
-                    ")");
-  const uint32_t size = out->struct_size;
-  std::memcpy(out, &value, std::min<size_t>(size, sizeof(T)));
-  out->struct_size = size;
-}
-#define SY_SIZE_THROUGH(T, field) (offsetof(T, field) + sizeof(((T*)nullptr)->field))
+}  // namespace sy::api
+
+using namespace sy::api;
+
+namespace {
 
 int32_t finish_code(sy::FinishReason reason) {
   switch (reason) {
@@ -124,6 +91,7 @@ struct RequestState {
   bool finished = false;
   sy_request_info info{};
   std::string error;
+  std::string final_text;  // info.final_text
   void (*on_token)(void*, int32_t, const char*) = nullptr;
   void (*on_finish)(void*, const sy_request_info*) = nullptr;
   void* user = nullptr;
@@ -163,26 +131,6 @@ struct RequestState {
 };
 
 }  // namespace
-
-// A tokenizer with its chat template: an engine's, or one opened on its own
-// (sy_tokenizer_open) by a router or an ingress that runs no model.
-struct sy_tokenizer {
-  std::shared_ptr<const sy::Tokenizer> tokenizer;  // null: the engine has none
-  std::optional<sy::ChatTemplate> chat_template;
-  std::string path;  // the tokenizer file ("" if none)
-  std::string where; // what error messages name when there is no template
-};
-
-struct sy_engine {
-  std::unique_ptr<sy::Engine> engine;
-  sy_tokenizer tok;
-  std::string model_name;
-  std::string sampling_defaults = "{}";  // JSON
-  // sy_kv_events_poll's last batch, which the returned pointers point into.
-  std::vector<sy::KvEvent> polled_events;
-  std::vector<sy_kv_event> polled_structs;
-  std::vector<const sy_kv_event*> polled_pointers;
-};
 
 struct sy_request {
   std::shared_ptr<RequestState> state;
@@ -241,7 +189,7 @@ sy_api_status chat_render(const sy_tokenizer* tk, const char* fn, const char* re
 
 extern "C" {
 
-const char* sy_last_error(void) { return t_error.c_str(); }
+const char* sy_last_error(void) { return sy::api::last_error(); }
 
 sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** out) {
   return guarded([&]() -> sy_api_status {
@@ -263,6 +211,7 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
     eo.threads = o.threads;
     eo.tokenizer = o.tokenizer ? o.tokenizer : "";
     eo.chat_template = o.chat_template ? o.chat_template : "";
+    eo.tool_parser = o.tool_parser ? o.tool_parser : "";
     auto e = std::make_unique<sy_engine>();
     e->engine = sy::Engine::open(eo);
     if (!e->engine->has_step_engine())
@@ -289,6 +238,9 @@ sy_api_status sy_engine_create(const sy_engine_options* options_in, sy_engine** 
     if (!d.empty()) defaults["source"] = d.source;
     e->sampling_defaults = defaults.dump();
     e->model_name = folder.name();
+    if (e->tok.tokenizer)
+      e->tokenizer_info = describe_tokenizer(*e->engine, *e->tok.tokenizer, e->tok.chat_template ? &*e->tok.chat_template : nullptr);
+    set_up_output_parsing(*e);
     *out = e.release();
     return static_cast<sy_api_status>(SY_API_OK);
   });
@@ -391,6 +343,9 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     req.sampling.frequency_penalty = sp.frequency_penalty;
     req.sampling.repetition_penalty = sp.repetition_penalty == 0.f ? 1.f : sp.repetition_penalty;
     req.sampling.min_p = sp.min_p;
+    if (sp.num_logit_bias < 0 || (sp.num_logit_bias > 0 && (!sp.logit_bias_ids || !sp.logit_bias_values)))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_submit: sampling_params.num_logit_bias needs logit_bias_ids and logit_bias_values");
+    for (int32_t i = 0; i < sp.num_logit_bias; ++i) req.sampling.logit_bias.emplace_back(sp.logit_bias_ids[i], sp.logit_bias_values[i]);
     if (p->logprobs) req.sampling.logprobs = p->top_logprobs;
     if (p->num_stop_ids > 0 && !p->stop_ids) return fail(SY_API_INVALID_ARGUMENT, "num_stop_ids without stop_ids");
     for (int32_t i = 0; i < p->num_stop_ids; ++i) req.stop_ids.push_back(p->stop_ids[i]);
@@ -411,6 +366,7 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
     st->on_finish = p->on_finish;
     st->user = p->user;
     st->info.struct_size = sizeof(sy_request_info);
+    st->info.final_text = "";
     st->info.prompt_tokens = static_cast<int32_t>(req.prompt.size());
     sy::RequestCallbacks cb;
     cb.on_token = [st](uint64_t, int tok) {
@@ -450,12 +406,14 @@ sy_api_status sy_submit(sy_engine* engine, const sy_request_params* params_in, s
       {
         std::lock_guard<std::mutex> lock(st->mu);
         if (st->decoder && !st->stopped) st->held += st->decoder->flush();
-        std::string rest = st->release_text(true);
-        (void)rest;  // delivered through sy_request_text; streaming callers got every piece up to a stop
+        // What only the end releases: streaming callers get it in info.final_text.
+        st->final_text = st->release_text(true);
+        st->info.final_text = st->final_text.c_str();
         st->info.finish_reason = st->stopped ? SY_FINISH_STOP : finish_code(r.finish_reason);
         st->info.completion_tokens = static_cast<int32_t>(st->tokens.size());
         st->info.cached_tokens = r.cached_tokens;
         st->info.ttft_ms = r.ttft_ms;
+        st->info.queue_ms = r.queue_ms;
         st->info.e2e_ms = r.e2e_ms;
         st->error = r.error;
         st->info.error = st->error.c_str();
@@ -623,7 +581,7 @@ sy_api_status sy_tokenizer_open(const char* path, const char* chat_template, sy_
     t->tokenizer = sy::ModelFolder::load_tokenizer_file(sy::ModelFolder::tokenizer_file_of(path));
     t->path = path;
     t->where = path;
-    if (chat_template) t->chat_template = sy::ModelFolder::chat_template_file(chat_template);
+    if (chat_template) t->chat_template = sy::ModelFolder::chat_template_file(chat_template, path);
     if (!t->chat_template) t->chat_template = sy::ModelFolder::chat_template_of(path);
     *out = t.release();
     return static_cast<sy_api_status>(SY_API_OK);

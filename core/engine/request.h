@@ -65,6 +65,7 @@ struct GenerationResult {
   std::vector<int> tokens;     // generated ids (the stop token included when hit)
   FinishReason finish_reason = FinishReason::None;
   std::string error;
+  double queue_ms = 0;         // arrival -> first admitted into a step (vLLM's queue time)
   double ttft_ms = 0;          // arrival -> first token
   double e2e_ms = 0;           // arrival -> last token
   std::vector<double> token_ms;  // arrival -> each token (inter-token latencies)

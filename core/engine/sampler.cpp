@@ -17,6 +17,7 @@ TokenLogprobs token_logprobs(const float* logits, int n, int token, int top) {
   TokenLogprobs out;
   out.token = token;
   out.logprob = static_cast<float>(logits[token] - log_z);
+  for (int i = 0; i < n; ++i) out.rank += logits[i] > logits[token] ? 1 : 0;
   if (top > 0) {
     std::vector<int> ids(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
@@ -37,6 +38,8 @@ Sampler::Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {
   SY_CHECK(p.frequency_penalty >= -2.f && p.frequency_penalty <= 2.f, "frequency_penalty must be in [-2, 2], got " << p.frequency_penalty);
   SY_CHECK(p.repetition_penalty > 0.f && std::isfinite(p.repetition_penalty), "repetition_penalty must be > 0, got " << p.repetition_penalty);
   SY_CHECK(p.logprobs >= -1 && p.logprobs <= 20, "logprobs must be in [0, 20], got " << p.logprobs);
+  for (const auto& [t, bias] : p.logit_bias)
+    SY_CHECK(t >= 0 && bias >= -100.f && bias <= 100.f, "logit_bias: token " << t << " with bias " << bias << " (tokens >= 0, biases in [-100, 100])");
 }
 
 void Sampler::set_prompt(const std::vector<int>& prompt) {
@@ -50,8 +53,10 @@ void Sampler::accept(int token) {
 }
 
 const float* Sampler::penalize(const float* logits, int n, const std::vector<int>& pending) {
-  if (!p_.penalized() && !mask_) return logits;
+  if (!p_.changes_logits() && !mask_) return logits;
   penalized_.assign(logits, logits + n);
+  for (const auto& [t, bias] : p_.logit_bias)
+    if (t >= 0 && t < n) penalized_[static_cast<size_t>(t)] += bias;
   if (mask_) {
     for (int t = 0; t < n; ++t)
       if (!mask_allows(mask_, t)) penalized_[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();

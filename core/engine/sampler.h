@@ -32,7 +32,10 @@ struct SamplingParams {
   // Log-probabilities to report per generated token: -1 none, 0 the chosen
   // token's, k > 0 also the k most likely (OpenAI's top_logprobs, up to 20).
   int logprobs = -1;
+  // OpenAI's logit_bias: (token, bias) added to the logits before sampling.
+  std::vector<std::pair<int, float>> logit_bias;
   bool penalized() const { return presence_penalty != 0.f || frequency_penalty != 0.f || repetition_penalty != 1.f; }
+  bool changes_logits() const { return penalized() || !logit_bias.empty(); }
 };
 
 // The log-probability of one generated token and the most likely
@@ -41,6 +44,7 @@ struct SamplingParams {
 struct TokenLogprobs {
   int token = 0;
   float logprob = 0.f;
+  int rank = 1;  // 1 + the number of tokens more likely (vLLM's "rank")
   std::vector<std::pair<int, float>> top;  // most likely first
 };
 TokenLogprobs token_logprobs(const float* logits, int n, int token, int top);

@@ -63,7 +63,7 @@ std::unique_ptr<Session> Session::create_exactly(const EngineConfig& config) {
   s->config_ = config;
   SY_CHECK(!config.model.empty(), (config.manifest_path.empty() ? std::string("no model given")
                                                                  : config.manifest_path + ": no model (set 'model:' or pass --model)"));
-  s->folder_ = ModelFolder::open(config.model, {config.tokenizer, config.chat_template});
+  s->folder_ = ModelFolder::open(config.model, {config.tokenizer, config.chat_template, config.tool_parser});
   s->load_plugins();
   s->select_components();
   s->open_device();

@@ -27,6 +27,7 @@ EngineConfig resolve(const EngineOptions& o) {
   if (!o.model.empty()) cfg.model = o.model;
   if (!o.tokenizer.empty()) cfg.tokenizer = o.tokenizer;
   if (!o.chat_template.empty()) cfg.chat_template = o.chat_template;
+  if (!o.tool_parser.empty()) cfg.tool_parser = o.tool_parser;
   SY_CHECK(!cfg.model.empty(), "no model: give one (--model) or a manifest with 'model:'");
   if (o.threads > 0) cfg.threads = o.threads;
   if (!o.device.empty()) {
@@ -117,6 +118,20 @@ std::vector<float> Engine::last_logits(const std::vector<int>& prompt) { return 
 std::vector<float> Engine::prompt_logits(const std::vector<int>& prompt) {
   Tensor t = impl_->step_engine("prompt_logits").prompt_logits(prompt);
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+std::vector<TokenLogprobs> Engine::prompt_logprobs(const std::vector<int>& prompt, int top) {
+  SY_CHECK(top >= 0 && top <= 20, "prompt logprobs: top must be in [0, 20], got " << top);
+  if (prompt.size() < 2) return {};
+  const std::vector<float> logits = prompt_logits(prompt);
+  const int64_t vocab = static_cast<int64_t>(logits.size() / prompt.size());
+  std::vector<TokenLogprobs> out;
+  out.reserve(prompt.size() - 1);
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    SY_CHECK(prompt[i] >= 0 && prompt[i] < vocab, "prompt logprobs: token " << prompt[i] << " is outside the vocabulary of " << vocab);
+    out.push_back(token_logprobs(logits.data() + static_cast<int64_t>(i - 1) * vocab, static_cast<int>(vocab), prompt[i], top));
+  }
+  return out;
 }
 
 bool Engine::has_step_engine() const { return impl_->session->step_engine() != nullptr; }

@@ -36,6 +36,7 @@ struct EngineOptions {
   std::string model;     // overrides the manifest's
   std::string tokenizer;      // overrides the manifest's 'tokenizer:' (a file or a folder)
   std::string chat_template;  // overrides the manifest's 'chat_template:' (.jinja or .json)
+  std::string tool_parser;    // overrides the manifest's 'tool_parser:' (text/tool_calls.h's family names)
   std::string device;    // cpu, cuda, cuda:N or auto; "" : the manifest's
   int threads = 0;       // 0: the manifest's, else one per core
   int64_t max_context = 0;  // 0: the manifest's, the model's metadata, else 4096
@@ -99,6 +100,10 @@ class Engine {
   // Logits [prompt.size() x vocab], row-major, at every position (teacher
   // forcing, one forward). Needs the step engine.
   std::vector<float> prompt_logits(const std::vector<int>& prompt);
+  // Each prompt token's log-probability after the ones before it (positions
+  // 1..n-1) with the `top` most likely alternatives: an eval harness's
+  // loglikelihood (OpenAI's echo, vLLM's prompt_logprobs).
+  std::vector<TokenLogprobs> prompt_logprobs(const std::vector<int>& prompt, int top);
 
   // The asynchronous interface of the step engine (a server's): is there one,
   // submit from any thread, the counters so far. submit throws sy::Error for

@@ -21,7 +21,7 @@ struct Manifest::Impl {
 
 namespace {
 
-const std::set<std::string> kSectionKeys = {"model", "tokenizer", "chat_template", "plugins", "passes", "kernels", "scheduler",
+const std::set<std::string> kSectionKeys = {"model", "tokenizer", "chat_template", "tool_parser", "plugins", "passes", "kernels", "scheduler",
                                             "cache", "drafter", "logits_processor", "threads", "max_context", "simplify",
                                             "max_batch_tokens", "max_seqs", "limits", "device", "gguf_dequantize"};
 
@@ -148,6 +148,7 @@ void apply(const Ctx& c, const YAML::Node& sec, EngineConfig& cfg, const std::st
   if (const auto& n = sec["model"]) cfg.model = path_value(c, n, key("model"));
   if (const auto& n = sec["tokenizer"]) cfg.tokenizer = path_value(c, n, key("tokenizer"));
   if (const auto& n = sec["chat_template"]) cfg.chat_template = path_value(c, n, key("chat_template"));
+  if (const auto& n = sec["tool_parser"]) cfg.tool_parser = scalar(c, n, key("tool_parser"));
   if (const auto& n = sec["threads"]) cfg.threads = number<int>(c, n, key("threads"));
   if (const auto& n = sec["device"]) {
     cfg.device = scalar(c, n, key("device"));

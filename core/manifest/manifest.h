@@ -58,6 +58,7 @@ struct EngineConfig {
   std::string model;
   std::string tokenizer;      // "" : the model folder's (model/model_folder.h)
   std::string chat_template;  // a .jinja or .json template file; "" : the model folder's
+  std::string tool_parser;    // the tool-call family (text/tool_calls.h); "" : the chat template's
   std::vector<PluginSpec> plugins;
   std::vector<ComponentSelection> passes;
   std::optional<ComponentSelection> scheduler, cache, drafter;

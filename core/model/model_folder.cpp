@@ -208,6 +208,8 @@ ModelFolder ModelFolder::open(const std::string& model, ModelFolderOptions optio
   else if (f.gguf_) f.tokenizer_file_ = f.model_file_;
   else f.tokenizer_file_ = tokenizer_in(f.dir_.empty() ? fs::path(".") : fs::path(f.dir_));
   f.chat_template_file_ = options.chat_template;
+  f.tool_parser_ = options.tool_parser;
+  if (!f.tool_parser_.empty()) tool_call_family_named(f.tool_parser_);  // an unknown name fails at open, naming the known ones
   f.lazy_ = std::make_shared<Lazy>();
   return f;
 }
@@ -230,7 +232,8 @@ std::shared_ptr<const Tokenizer> ModelFolder::tokenizer() const {
 
 const std::optional<ChatTemplate>& ModelFolder::chat_template() const {
   std::call_once(lazy_->template_once, [&] {
-    if (!chat_template_file_.empty()) lazy_->chat_template = chat_template_file(chat_template_file_);
+    if (!chat_template_file_.empty())
+      lazy_->chat_template = chat_template_file(chat_template_file_, tokenizer_file_.empty() ? model_file_ : tokenizer_file_);
     // The tokenizer's first (a tokenizer named apart from the model brings
     // its template: its folder's, or a GGUF file's own), then the model's;
     // one folder is read once.
@@ -240,6 +243,12 @@ const std::optional<ChatTemplate>& ModelFolder::chat_template() const {
     if (!lazy_->chat_template) lazy_->chat_template = chat_template_of(model_file_);
   });
   return lazy_->chat_template;
+}
+
+const ToolCallFamily& ModelFolder::tool_call_family() const {
+  if (!tool_parser_.empty()) return tool_call_family_named(tool_parser_);
+  const auto& t = chat_template();
+  return tool_call_family_for(t ? t->source() : std::string());
 }
 
 std::vector<int> ModelFolder::eos_ids() const {
@@ -346,10 +355,31 @@ std::unique_ptr<Tokenizer> ModelFolder::load_tokenizer_file(const std::string& f
   return load_tokenizer(file, &config, config_path.string());
 }
 
-ChatTemplate ModelFolder::chat_template_file(const std::string& path) {
+// The special tokens (bos_token, eos_token, ...) a template of this model
+// or tokenizer is rendered with: a GGUF file's, or its folder's
+// tokenizer_config.json's.
+static OrderedJson special_tokens_of(const std::string& path) {
+  OrderedJson special = OrderedJson::object();
+  if (is_gguf_path(path)) {
+    const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
+    if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
+    if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
+    return special;
+  }
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  if (fs::exists(dir / "tokenizer_config.json")) collect_special_tokens(read_json(dir / "tokenizer_config.json"), special);
+  return special;
+}
+
+ChatTemplate ModelFolder::chat_template_file(const std::string& path, const std::string& model) {
   const fs::path p(path);
+  // A template file brings its tokens when a tokenizer_config.json lies
+  // beside it; otherwise it is rendered with the model's (what
+  // transformers does with a template passed to apply_chat_template).
   OrderedJson special = OrderedJson::object();
   if (fs::exists(p.parent_path() / "tokenizer_config.json")) collect_special_tokens(read_json(p.parent_path() / "tokenizer_config.json"), special);
+  else if (!model.empty()) special = special_tokens_of(model);
   if (p.extension() == ".json") {
     const OrderedJson j = read_json(p);
     SY_CHECK(j.is_object() && j.contains("chat_template"), path << ": no 'chat_template' field");

@@ -19,6 +19,7 @@
 #include "model/sampling_defaults.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
+#include "text/tool_calls.h"
 
 namespace sy {
 
@@ -26,6 +27,7 @@ namespace sy {
 struct ModelFolderOptions {
   std::string tokenizer;      // a tokenizer file, or a folder holding one ("": the model's)
   std::string chat_template;  // a .jinja file, or a JSON file with "chat_template" ("": the model's)
+  std::string tool_parser;    // a tool-call family's name ("": the chat template's)
 };
 
 class ModelFolder {
@@ -54,6 +56,9 @@ class ModelFolder {
   // file's tokenizer.chat_template); nullopt when there is none. Compiled
   // on first use; throws naming the file for malformed JSON or syntax.
   const std::optional<ChatTemplate>& chat_template() const;
+  // How the model writes tool calls: the named family, else its chat
+  // template's (text/tool_calls.h). Throws naming an unknown name.
+  const ToolCallFamily& tool_call_family() const;
 
   // End-of-generation ids: genai_config.json, the GGUF's eos/eot/eom, then
   // generation_config.json or config.json (one id or a list), then
@@ -79,15 +84,16 @@ class ModelFolder {
   // tokenizer.json (transformers reads the two together).
   static std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& file);
   // A template file on its own; special tokens from a tokenizer_config.json
-  // beside it.
-  static ChatTemplate chat_template_file(const std::string& path);
+  // beside it, else those of `model` (a model or tokenizer file, or a
+  // folder; "": none).
+  static ChatTemplate chat_template_file(const std::string& path, const std::string& model = {});
   // The template of the folder holding `path` (a model, a tokenizer file or
   // a GGUF file); nullopt when it has none.
   static std::optional<ChatTemplate> chat_template_of(const std::string& path);
 
  private:
   struct Lazy;  // what is loaded on first use, shared by copies
-  std::string argument_, model_file_, dir_, tokenizer_file_, chat_template_file_;
+  std::string argument_, model_file_, dir_, tokenizer_file_, chat_template_file_, tool_parser_;
   bool gguf_ = false;
   std::optional<GenaiConfig> genai_;
   std::shared_ptr<Lazy> lazy_;

@@ -20,7 +20,7 @@ namespace {
 // \uXXXX (a surrogate pair above U+FFFF).
 std::string ascii_json(const std::string& text) {
   std::string out;
-  char buf[8];
+  char buf[16];
   auto escape = [&](unsigned u) {
     std::snprintf(buf, sizeof buf, "\\u%04x", u);
     out += buf;

@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -152,7 +153,9 @@ int cmd_generate(const std::vector<std::string>& args) {
       j["finish_reason"] = finish_reason_name(res.finish_reason);
       j["cached_tokens"] = res.cached_tokens;
       j["metrics"] = {{"ttft_ms", res.ttft_ms}, {"tpot_ms", res.tpot_ms()}, {"tokens_per_s", tps}};
-      std::cout << j.dump() << "\n";
+      // Text cut inside a character (max_tokens) is not valid UTF-8: shown
+      // with U+FFFD, the ids keep the exact output.
+      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       if (!tok) {
         std::cout << ids_text(batch[r].prompt) << " | " << ids_text(res.tokens) << "\n";
@@ -170,16 +173,41 @@ int cmd_generate(const std::vector<std::string>& args) {
 
 int cmd_logits(const std::vector<std::string>& args) {
   EngineFlags mf;
-  std::string prompt_ids;
+  std::string prompt_ids, batch;
   bool json = false;
   po::options_description d("logits options");
   d.add_options()("help,h", "show this help");
   mf.add(d);
-  d.add_options()("prompt-ids", po::value(&prompt_ids)->required(), "prompt as comma-separated token ids")(
+  d.add_options()("prompt-ids", po::value(&prompt_ids), "prompt as comma-separated token ids")(
+      "batch", po::value(&batch), "a JSON file holding a list of prompts (lists of token ids): one line of JSON each, one model load")(
       "json", po::bool_switch(&json), "print {\"last_logits\": [...]}");
-  auto p = parse(args, d, "usage: switchyard logits (--model M | --manifest F [--profile P]) --prompt-ids 1,2,3 [--json]");
+  auto p = parse(args, d,
+                 "usage: switchyard logits (--model M | --manifest F [--profile P]) (--prompt-ids 1,2,3 [--json] | --batch prompts.json)");
   if (p.help) return 0;
-  std::vector<float> logits = Engine::open(mf.options())->last_logits(parse_ids(prompt_ids));
+  if (prompt_ids.empty() == batch.empty()) throw Error("give --prompt-ids or --batch (one of them)");
+  auto engine = Engine::open(mf.options());
+  if (!batch.empty()) {
+    std::ifstream in(batch);
+    if (!in) throw Error(batch + ": cannot read");
+    nlohmann::json prompts;
+    try {
+      prompts = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(batch + ": not valid JSON: " + e.what());
+    }
+    if (!prompts.is_array()) throw Error(batch + ": expected a list of prompts (lists of token ids)");
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (!prompts[i].is_array() || prompts[i].empty()) throw Error(batch + ": prompt " + std::to_string(i) + " is not a non-empty list of token ids");
+      std::vector<int> ids;
+      for (const auto& x : prompts[i]) {
+        if (!x.is_number_integer()) throw Error(batch + ": prompt " + std::to_string(i) + " holds " + x.dump() + ", not a token id");
+        ids.push_back(x.get<int>());
+      }
+      std::cout << nlohmann::json{{"last_logits", engine->last_logits(ids)}}.dump() << "\n";
+    }
+    return 0;
+  }
+  std::vector<float> logits = engine->last_logits(parse_ids(prompt_ids));
   if (json) {
     std::cout << nlohmann::json{{"last_logits", logits}}.dump() << "\n";
   } else {

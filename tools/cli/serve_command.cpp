@@ -13,7 +13,7 @@ namespace po = boost::program_options;
 namespace sy::cli {
 
 int cmd_serve(const std::vector<std::string>& args) {
-  std::string manifest, profile, model, tokenizer, chat_template;
+  std::string manifest, profile, model, tokenizer, chat_template, tool_parser;
   sy::server::ServerOptions o;
   int threads = 0;
   po::options_description d("serve options");
@@ -28,7 +28,10 @@ int cmd_serve(const std::vector<std::string>& args) {
       "shutdown-timeout", po::value(&o.shutdown_timeout_s)->default_value(10), "SIGTERM: seconds to finish in-flight requests")(
       "threads", po::value(&threads)->default_value(0), "compute threads (0: the manifest's)")(
       "tokenizer", po::value(&tokenizer), "tokenizer.json, a model folder or a llama2.c .bin (default: the manifest's, else the model folder's)")(
-      "chat-template", po::value(&chat_template), "chat template for /v1/chat/completions (.jinja, or .json with chat_template; default: the model folder's)");
+      "chat-template", po::value(&chat_template), "chat template for /v1/chat/completions (.jinja, or .json with chat_template; default: the model folder's)")(
+      "tool-parser", po::value(&tool_parser),
+      "how the model writes tool calls: hermes, llama3_json, mistral, deepseek_v3, granite, command_r, gpt_oss (default: its chat template's)")(
+      "allowed-origins", po::value(&o.allowed_origins)->default_value("*"), "CORS: origins browsers may call from ('*': any; '': none)");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(d).run(), vm);
   if (vm.count("help")) {
@@ -49,6 +52,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   eo.threads = threads;
   eo.tokenizer = tokenizer.empty() ? nullptr : tokenizer.c_str();
   eo.chat_template = chat_template.empty() ? nullptr : chat_template.c_str();
+  eo.tool_parser = tool_parser.empty() ? nullptr : tool_parser.c_str();
   sy_engine* engine = nullptr;
   if (sy_engine_create(&eo, &engine) != SY_API_OK) {
     std::fprintf(stderr, "switchyard: error: %s\n", sy_last_error());

@@ -69,6 +69,7 @@ void StepPlanner::admit(Sequence* s, int32_t tokens, StepPlan& batch) {
   s->state = SeqState::Running;
   if (s->result.tokens.empty() && s->computed == 0) {
     s->result.cached_tokens = cached;
+    s->result.queue_ms = now_ms_() - s->arrival_ms;
     counters_.update([&](StepEngineMetrics& m) { m.cached_tokens += cached; });
   }
   s->computed = cached;

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 5
+#define SY_API_VERSION_MINOR 6
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -87,6 +87,9 @@ typedef struct sy_engine_options {
   /* ---- 1.3 ---- */
   const char* chat_template; /* for sy_chat_render: a .jinja file, or a .json with "chat_template"; NULL: the
                                 template of the tokenizer's folder, else the model's (none: no template) */
+  /* ---- 1.6 ---- */
+  const char* tool_parser;   /* how the model writes tool calls (sy_engine_tool_parser's names); NULL: the
+                                family of its chat template */
 } sy_engine_options;
 
 /* Loads the model and plugins of a manifest profile. The profile must select
@@ -163,6 +166,12 @@ typedef struct sy_sampling_params {
   float frequency_penalty;  /* OpenAI's, on generated tokens: [-2, 2] */
   float repetition_penalty; /* Hugging Face's, on prompt and generated tokens: > 0 (0 and 1: off) */
   uint64_t seed;
+  /* ---- 1.6 ---- */
+  /* OpenAI's logit_bias: bias values[i] added to token ids[i]'s logit
+   * before sampling (not to the reported logprobs); each in [-100, 100]. */
+  const int32_t* logit_bias_ids;
+  const float* logit_bias_values;
+  int32_t num_logit_bias;
 } sy_sampling_params;
 
 enum {
@@ -184,6 +193,13 @@ typedef struct sy_request_info {
   double ttft_ms;
   double e2e_ms;
   const char* error;      /* for SY_FINISH_ERROR */
+  /* ---- 1.6 ---- */
+  /* Text released only at the end, which no on_token call carried: an
+   * incomplete UTF-8 character, or the start of a stop string that never
+   * completed. A streaming caller sends it last; "" when there is none.
+   * sy_request_text already includes it. */
+  const char* final_text;
+  double queue_ms;        /* arrival -> first admitted into a step (prefill: ttft_ms - queue_ms) */
 } sy_request_info;
 
 /* A generated token's log-probability under the model (log-softmax of its
@@ -401,6 +417,48 @@ SY_API sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_
  * device memory. */
 SY_API sy_api_status sy_kv_export(sy_engine* engine, const int32_t* ids, int32_t num_ids, void* out, int64_t capacity, int64_t* size);
 SY_API sy_api_status sy_kv_import(sy_engine* engine, const void* data, int64_t size, int32_t* cached_tokens);
+
+/* ---- 1.6 ------------------------------------------------------------ */
+
+/* The bytes a token adds to the text inside a sequence (the SentencePiece
+ * space marker as a space, a byte-fallback token as its byte, byte-level
+ * pieces as their raw bytes, possibly part of a UTF-8 character); a special
+ * token as its vocabulary string. What logprobs report as a token's text
+ * and "bytes". Writes up to capacity bytes and sets *length to the full length. */
+SY_API sy_api_status sy_token_bytes(const sy_engine* engine, int32_t token, char* bytes, int32_t capacity, int32_t* length);
+
+/* The tokenizer's facts as JSON (vLLM's /tokenizer_info): "bos_token",
+ * "eos_token" (strings or null), "eos_token_ids", "chat_template" (its
+ * source, or null), "chat_template_name", "model_max_length",
+ * "vocab_size", "tokenizer_class". "{}" without a tokenizer. */
+SY_API const char* sy_engine_tokenizer_info(const sy_engine* engine);
+
+/* Prompt log-probabilities (an eval harness's loglikelihood): for each
+ * position i in [1, num_ids), the log-probability of ids[i] after ids[0..i)
+ * (teacher forcing, as sy_logits), written to logprobs[i-1]; ranks[i-1]
+ * (optional): 1 + the number of tokens more likely; top_k in [0, 20] most
+ * likely alternatives per position, most likely first, in
+ * top_ids/top_logprobs[(i-1) * top_k + j] (optional when top_k is 0).
+ * Every array holds num_ids - 1 (times top_k) entries. */
+SY_API sy_api_status sy_prompt_logprobs(sy_engine* engine, const int32_t* ids, int32_t num_ids, int32_t top_k, float* logprobs,
+                                        int32_t* ranks, int32_t* top_ids, float* top_logprobs);
+
+/* Tool calls and reasoning. The family the engine reads tool calls in
+ * ("hermes", "llama3_json", "mistral", "deepseek_v3", "granite",
+ * "command_r", "gpt_oss"): options.tool_parser, else the family of its chat
+ * template, else "hermes" (the convention a server offers tools in when a
+ * template shows none). */
+SY_API const char* sy_engine_tool_parser(const sy_engine* engine);
+/* Reads a model's output, given as its token ids (special tokens count:
+ * several families mark calls with them), into JSON:
+ *   {"content": "...", "reasoning_content": "..." or null,
+ *    "tool_calls": [{"name": "...", "arguments": "<JSON object text>"}]}
+ * final 0: the output may still grow (streaming): content stops before
+ * anything that is or may become a call, and only whole calls are listed.
+ * Special tokens are left out of content. Writes up to capacity bytes and
+ * sets *length to the full length. */
+SY_API sy_api_status sy_parse_output(const sy_engine* engine, const int32_t* ids, int32_t num_ids, int32_t final, char* json,
+                                     int64_t capacity, int64_t* length);
 
 #ifdef __cplusplus
 } /* extern "C" */
