@@ -24,6 +24,10 @@ if [ "${1:-}" = "--tests" ]; then
   # chat templates (jinja2, what transformers renders them with).
   python3 -c "import tokenizers, jinja2" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check tokenizers jinja2
+  # An eval harness as users run it against the server (lm-eval's
+  # local-completions; the api extra leaves out torch).
+  python3 -c "import lm_eval, requests" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check "lm-eval[api]==0.4.13" requests
   # The Python package (pip install .: nanobind, scikit-build-core) and its
   # Ray Serve deployment.
   python3 -c "import nanobind, scikit_build_core, ray.serve, fastapi" 2>/dev/null ||

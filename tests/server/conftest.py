@@ -32,7 +32,9 @@ def start_server(extra=(), manifest=MANIFEST, profile="paged"):
         stdout=log, stderr=subprocess.STDOUT, text=True)
     proc.log_path = log.name
     log.close()
-    deadline = time.time() + 30
+    # Loading a 135M-parameter GGUF and probing its passes takes a while
+    # under the sanitizers.
+    deadline = time.time() + 240
     while time.time() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:

@@ -159,14 +159,22 @@ def test_completions_chat_and_streaming_with_curl(server):
     status, body = curl(server, "/v1/chat/completions",
                         {"messages": [{"role": "user", "content": STORY}], "max_tokens": 6, "temperature": 0})
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == reference_text(STORY, 6)
-    status, body = curl(server, "/v1/completions",
-                        {"prompt": STORY, "max_tokens": 10, "temperature": 0, "stream": True})
-    assert status == 200
-    events = [line[len("data: "):] for line in body.splitlines() if line.startswith("data: ")]
-    assert events[-1] == "[DONE]"
-    chunks = [json.loads(e) for e in events[:-1]]
-    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == reference_text(STORY, 10)
-    assert chunks[-1]["usage"]["completion_tokens"] == 10
+    for include_usage in (True, False, None):
+        request = {"prompt": STORY, "max_tokens": 10, "temperature": 0, "stream": True}
+        if include_usage is not None:
+            request["stream_options"] = {"include_usage": include_usage}
+        status, body = curl(server, "/v1/completions", request)
+        assert status == 200
+        events = [line[len("data: "):] for line in body.splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == reference_text(STORY, 10)
+        # OpenAI's rule: a usage chunk only when stream_options asks for it.
+        usage = [c for c in chunks if c.get("usage")]
+        if include_usage:
+            assert usage == [chunks[-1]] and chunks[-1]["usage"]["completion_tokens"] == 10 and chunks[-1]["choices"] == []
+        else:
+            assert usage == []
 
 
 def test_sixty_four_concurrent_streaming_clients(server):

@@ -99,6 +99,25 @@ def test_chat_json_object_and_schema(server):
         assert isinstance(json.loads(text), dict)
 
 
+def test_json_object_with_a_schema_follows_the_schema(server):
+    """llama.cpp's spelling: response_format json_object with "schema"."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+              "required": ["name", "age"], "additionalProperties": False}
+    for seed in range(1, 4):
+        c = complete(server, seed, extra_body={"response_format": {"type": "json_object", "schema": schema}})
+        assert c.finish_reason == "stop", (c.finish_reason, c.text[:300])
+        jsonschema.validate(json.loads(c.text), schema)
+
+
+def test_strings_with_max_length_are_valid_json(server):
+    """Bounded strings hold no raw control characters (strict JSON)."""
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 8}, "b": {"type": "string", "minLength": 2, "maxLength": 5}},
+              "required": ["a", "b"]}
+    for seed in range(1, 13):
+        c = complete(server, seed, extra_body={"response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}})
+        jsonschema.validate(json.loads(c.text, strict=True), schema)
+
+
 def test_streaming_output_validates(server):
     stream = client(server).completions.create(
         model="stories260K", prompt="Once upon a time", max_tokens=300, temperature=1.0, seed=11, stream=True,

@@ -1,9 +1,11 @@
 // An OpenAI-compatible HTTP server over the embedding API (switchyard.h):
 // /v1/completions and /v1/chat/completions (streaming as server-sent
-// events), /v1/models, /health, /metrics (Prometheus, vLLM's names with the
-// switchyard: prefix). Optional API key, limits on body size, prompt length
-// and max_tokens, OpenAI-shaped JSON errors, cancellation when a streaming
-// client disconnects, graceful shutdown on SIGTERM.
+// events; tool calls, reasoning, echo and prompt logprobs), /v1/models,
+// vLLM's /tokenize, /detokenize and /tokenizer_info, /health, /metrics
+// (Prometheus: switchyard:* and vLLM's vllm:* names). Optional API key,
+// CORS, limits on body size, prompt length and max_tokens, OpenAI-shaped
+// JSON errors, cancellation when a streaming client disconnects, graceful
+// shutdown on SIGTERM.
 #pragma once
 #include <string>
 
@@ -22,6 +24,7 @@ struct ServerOptions {
   int max_n = 8;
   double shutdown_timeout_s = 10;   // SIGTERM: finish in-flight requests for this long, then cancel
   int http_threads = 128;
+  std::string allowed_origins = "*";  // CORS: "*", a comma-separated list, or "" (no CORS headers)
 };
 
 // Serves until SIGTERM or SIGINT; returns the process exit code.

@@ -42,20 +42,17 @@ void refuse_unsupported(const json& body, bool chat) {
   auto refuse = [](const std::string& key, const std::string& why) { throw bad_request("'" + key + "' is not supported: " + why, key); };
   if (body.contains("guided_decoding_backend") && !body["guided_decoding_backend"].is_null())
     refuse("guided_decoding_backend", "the backend is the manifest's logits processor");
-  if (body.contains("logit_bias") && !body["logit_bias"].is_null() && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
-    refuse("logit_bias", "logit biases are not implemented");
   if (body.contains("suffix") && !body["suffix"].is_null()) refuse("suffix", "insertion (fill-in-the-middle) is not implemented");
-  if (body.contains("echo") && body["echo"] == true) refuse("echo", "echoing the prompt is not implemented");
+  if (chat && body.contains("echo") && body["echo"] == true) refuse("echo", "echo is a completions field (chat: continue_final_message)");
   if (body.contains("best_of") && !body["best_of"].is_null() && !(body["best_of"].is_number_integer() && body["best_of"] == body.value("n", 1)))
     refuse("best_of", "best_of other than n is not implemented");
   for (const char* key : {"functions", "function_call", "prediction", "audio"})
     if (body.contains(key) && !body[key].is_null()) refuse(key, "not implemented");
   if (body.contains("modalities") && !body["modalities"].is_null() && body["modalities"] != json::array({"text"}))
     refuse("modalities", "only text is produced");
-  if (chat && body.contains("tool_choice") && !body["tool_choice"].is_null() && body["tool_choice"] != "none" && body["tool_choice"] != "auto")
-    refuse("tool_choice", "forcing a tool call is not implemented (tools are shown to the model through its chat template; its calls come back as text)");
-  if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null())
-    refuse("reasoning_effort", "give the template's own switch in chat_template_kwargs");
+  if (!chat)
+    for (const char* key : {"tools", "tool_choice", "messages"})
+      if (body.contains(key) && !body[key].is_null()) refuse(key, "a chat completions field (/v1/chat/completions)");
 }
 
 // A regular expression matching exactly one of the strings (vLLM's guided_choice).
@@ -100,7 +97,10 @@ void parse_constraint(const json& body, Sampling& s) {
   if (body.contains("response_format") && !body["response_format"].is_null()) {
     const json& rf = body["response_format"];
     const std::string type = rf.is_object() && rf.contains("type") && rf["type"].is_string() ? rf["type"].get<std::string>() : "";
-    if (type == "json_object") {
+    if (type == "json_object" && rf.contains("schema") && !rf["schema"].is_null()) {
+      // llama.cpp's spelling of a schema-constrained JSON object.
+      set("response_format", "json_schema", schema(rf["schema"], "response_format.schema"));
+    } else if (type == "json_object") {
       set("response_format", "json_object", "");
     } else if (type == "json_schema") {
       if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema"))
@@ -134,6 +134,30 @@ void parse_constraint(const json& body, Sampling& s) {
   }
 }
 
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
+void parse_logit_bias(const json& body, const RequestLimits& limits, Sampling& s) {
+  if (!body.contains("logit_bias") || body["logit_bias"].is_null()) return;
+  const json& lb = body["logit_bias"];
+  if (!lb.is_object()) throw bad_request("invalid type for 'logit_bias': expected an object of token ids to biases", "logit_bias");
+  if (lb.size() > 300) throw bad_request("logit_bias has " + std::to_string(lb.size()) + " entries; at most 300", "logit_bias");
+  for (const auto& [key, v] : lb.items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || id < 0 || id > INT32_MAX || (limits.vocab_size > 0 && id >= limits.vocab_size))
+      throw bad_request("logit_bias: '" + key + "' is not a token id of this model" +
+                            (limits.vocab_size > 0 ? " (0 to " + std::to_string(limits.vocab_size - 1) + ")" : std::string()),
+                        "logit_bias");
+    if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100))
+      throw bad_request("logit_bias: the bias of token " + key + " must be a number in [-100, 100]", "logit_bias");
+    s.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+  }
+}
+
 Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits) {
   Sampling s;
   const int fallback = chat ? kUntilTheContextIsFull : kCompletionDefaultMaxTokens;
@@ -142,7 +166,10 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
   s.max_tokens = field<int>(body, "max_tokens", fallback, "an integer");
   if (body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null())
     s.max_tokens = field<int>(body, "max_completion_tokens", fallback, "an integer");
-  if (given && s.max_tokens < 1) throw bad_request("max_tokens must be >= 1, got " + std::to_string(s.max_tokens), "max_tokens");
+  // Completions take max_tokens 0 (with echo: the prompt's logprobs only,
+  // what eval harnesses ask for); a chat completion writes at least one.
+  if (given && s.max_tokens < (chat ? 1 : 0))
+    throw bad_request("max_tokens must be >= " + std::string(chat ? "1" : "0") + ", got " + std::to_string(s.max_tokens), "max_tokens");
   if (s.max_tokens > limits.max_tokens)
     throw bad_request("max_tokens is " + std::to_string(s.max_tokens) + ", over this server's limit of " + std::to_string(limits.max_tokens),
                       "max_tokens");
@@ -163,6 +190,27 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
   s.stream = field<bool>(body, "stream", false, "a boolean");
   s.ignore_eos = field<bool>(body, "ignore_eos", false, "a boolean");
   parse_constraint(body, s);
+  parse_logit_bias(body, limits, s);
+  s.echo = !chat && field<bool>(body, "echo", false, "a boolean");
+  s.tokens_as_ids = field<bool>(body, "return_tokens_as_token_ids", false, "a boolean");
+  if (body.contains("prompt_logprobs") && !body["prompt_logprobs"].is_null()) {
+    s.prompt_logprobs = field<int>(body, "prompt_logprobs", -1, "an integer");
+    if (s.prompt_logprobs < 0 || s.prompt_logprobs > limits.max_logprobs)
+      throw bad_request("prompt_logprobs must be in [0, " + std::to_string(limits.max_logprobs) + "]", "prompt_logprobs");
+  }
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    const json& so = body["stream_options"];
+    if (!so.is_object()) throw bad_request("invalid type for 'stream_options': expected an object", "stream_options");
+    if (!s.stream) throw bad_request("'stream_options' needs stream: true", "stream_options");
+    for (const auto& [key, v] : so.items()) {
+      if (key == "include_usage") {
+        if (!v.is_boolean() && !v.is_null()) throw bad_request("invalid type for 'stream_options.include_usage': expected a boolean", "stream_options");
+        s.include_usage = v.is_boolean() && v.get<bool>();
+      } else if (key != "continuous_usage_stats" || v == true) {
+        throw bad_request("'stream_options." + key + "' is not supported (include_usage)", "stream_options");
+      }
+    }
+  }
   if (chat) {
     s.logprobs = field<bool>(body, "logprobs", false, "a boolean");
     s.top_logprobs = field<int>(body, "top_logprobs", 0, "an integer");
@@ -204,48 +252,17 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
   return s;
 }
 
-// OpenAI messages -> what a chat template reads: contents as text (text
-// parts joined by newlines, as vLLM does), tool calls and ids kept.
-json normalize_messages(const json& messages) {
-  if (!messages.is_array() || messages.empty()) throw bad_request("'messages' must be a non-empty array", "messages");
-  json out = json::array();
-  for (const auto& m : messages) {
-    if (!m.is_object()) throw bad_request("each message must be an object", "messages");
-    if (!m.contains("role") || !m["role"].is_string()) throw bad_request("each message needs a string 'role'", "messages");
-    json msg = m;
-    if (m.contains("content") && m["content"].is_array()) {
-      std::string text;
-      for (const auto& part : m["content"]) {
-        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
-          throw bad_request("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported", "messages");
-        if (!text.empty()) text += '\n';
-        text += part["text"].get<std::string>();
-      }
-      msg["content"] = text;
-    } else if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null()) {
-      throw bad_request("a message's 'content' must be a string, an array of text parts, or null", "messages");
-    } else if (!m.contains("content") || m["content"].is_null()) {
-      const bool has_calls = m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty();
-      if (!has_calls) throw bad_request("each message needs 'content' (null only for an assistant message with tool_calls)", "messages");
-      msg["content"] = nullptr;
-    }
-    out.push_back(msg);
-  }
-  return out;
-}
-
-std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize,
-                                                const RenderChat& render_chat) {
-  std::vector<std::vector<int32_t>> out;
+void parse_prompts(const json& body, bool chat, const RequestLimits& limits, const Tokenize& tokenize, const RenderChat& render_chat,
+                   ParsedRequest& r) {
+  std::vector<std::vector<int32_t>>& out = r.prompts;
   if (chat) {
     if (!body.contains("messages")) throw bad_request("'messages' is required", "messages");
-    json messages = normalize_messages(body["messages"]);
+    const bool tools_in_template = limits.template_renders_tools && render_chat;
+    json messages = normalize_messages(body["messages"], tools_in_template, limits.short_tool_call_ids);
+    if (r.tools.offered() && !tools_in_template) offer_tools_in_system_message(messages, r.tools.tools);
     if (render_chat) {
       json request = {{"messages", messages}};
-      if (body.contains("tools") && !body["tools"].is_null()) {
-        if (!body["tools"].is_array()) throw bad_request("invalid type for 'tools': expected an array", "tools");
-        if (body.value("tool_choice", json("auto")) != "none" && !body["tools"].empty()) request["tools"] = body["tools"];
-      }
+      if (r.tools.offered() && tools_in_template) request["tools"] = r.tools.tools;
       if (body.contains("documents") && !body["documents"].is_null()) request["documents"] = body["documents"];
       request["add_generation_prompt"] = field<bool>(body, "add_generation_prompt", true, "a boolean");
       request["continue_final_message"] = field<bool>(body, "continue_final_message", false, "a boolean");
@@ -253,7 +270,19 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, con
         if (!body["chat_template_kwargs"].is_object()) throw bad_request("invalid type for 'chat_template_kwargs': expected an object", "chat_template_kwargs");
         request["chat_template_kwargs"] = body["chat_template_kwargs"];
       }
-      out.push_back(tokenize(render_chat(request), false));
+      if (body.contains("reasoning_effort") && !body["reasoning_effort"].is_null()) {
+        const json& effort = body["reasoning_effort"];
+        if (!effort.is_string() || (effort != "minimal" && effort != "low" && effort != "medium" && effort != "high"))
+          throw bad_request("reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort");
+        if (!limits.template_knows_reasoning_effort)
+          throw bad_request("'reasoning_effort' is not supported: this model's chat template has no reasoning_effort (give the template's own "
+                            "switch in chat_template_kwargs)",
+                            "reasoning_effort");
+        if (!request.contains("chat_template_kwargs")) request["chat_template_kwargs"] = json::object();
+        if (!request["chat_template_kwargs"].contains("reasoning_effort")) request["chat_template_kwargs"]["reasoning_effort"] = effort;
+      }
+      r.prompt_texts.push_back(render_chat(request));
+      out.push_back(tokenize(r.prompt_texts.back(), false));
     } else {
       // No chat template: the model was not tuned for chat, so the
       // conversation is given as text and the model continues it.
@@ -264,6 +293,7 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, con
         text.append(m["content"].get_ref<const std::string&>());
       }
       if (text.empty()) throw bad_request("the messages are empty", "messages");
+      r.prompt_texts.push_back(text);
       out.push_back(tokenize(text, true));
     }
   } else {
@@ -280,17 +310,23 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, con
     };
     if (p.is_string()) {
       if (p.get<std::string>().empty()) throw bad_request("the prompt is empty", "prompt");
+      r.prompt_texts.push_back(p.get<std::string>());
       out.push_back(tokenize(p.get<std::string>(), true));
     } else if (p.is_array() && !p.empty() && p[0].is_string()) {
       for (const auto& x : p) {
         if (!x.is_string()) throw bad_request("invalid type for 'prompt': mixed array", "prompt");
         if (x.get<std::string>().empty()) throw bad_request("the prompt is empty", "prompt");
+        r.prompt_texts.push_back(x.get<std::string>());
         out.push_back(tokenize(x.get<std::string>(), true));
       }
     } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
       out.push_back(ids_of(p));
+      r.prompt_texts.emplace_back();
     } else if (p.is_array() && !p.empty() && p[0].is_array()) {
-      for (const auto& x : p) out.push_back(ids_of(x));
+      for (const auto& x : p) {
+        out.push_back(ids_of(x));
+        r.prompt_texts.emplace_back();
+      }
     } else {
       throw bad_request("invalid type for 'prompt': expected a string, an array of strings, or token ids", "prompt");
     }
@@ -302,7 +338,6 @@ std::vector<std::vector<int32_t>> parse_prompts(const json& body, bool chat, con
                             std::to_string(ids.size()) + " tokens.",
                         "prompt", "context_length_exceeded");
   }
-  return out;
 }
 
 }  // namespace
@@ -328,7 +363,20 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
     if (!body["return_token_ids"].is_boolean()) throw bad_request("invalid type for 'return_token_ids': expected a boolean", "return_token_ids");
     r.return_token_ids = body["return_token_ids"].get<bool>();
   }
-  r.prompts = parse_prompts(body, chat, limits, tokenize, render_chat);
+  if (chat) {
+    r.tools = parse_tools(body);
+    if (r.tools.forced()) {
+      // A forced call is structured output over the tool's schema (the
+      // grammar keeps its arguments valid, under speculation too).
+      if (!r.sampling.constraint_param.empty())
+        throw bad_request("tool_choice '" + r.tools.choice + "' and '" + r.sampling.constraint_param + "' both constrain the output: give one",
+                          "tool_choice");
+      r.sampling.constraint_kind = "json_schema";
+      r.sampling.constraint_spec = forced_tool_call_schema(r.tools);
+      r.sampling.constraint_param = "tool_choice";
+    }
+  }
+  parse_prompts(body, chat, limits, tokenize, render_chat, r);
   return r;
 }
 

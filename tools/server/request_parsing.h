@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat_messages.h"
+
 namespace sy::server {
 
 // An error shaped like OpenAI's (HTTP status, message, type, param, code).
@@ -24,7 +26,7 @@ ApiError bad_request(const std::string& message, const std::string& param = "", 
 // 16 tokens at most; a chat completion runs until the model stops or the
 // context is full (vLLM's max_model_len - prompt), within the server's limit.
 constexpr int kCompletionDefaultMaxTokens = 16;
-constexpr int kUntilTheContextIsFull = 0;
+constexpr int kUntilTheContextIsFull = -1;
 
 struct Sampling {
   int max_tokens = kCompletionDefaultMaxTokens;  // kUntilTheContextIsFull: resolved per prompt (max_tokens_for)
@@ -43,10 +45,30 @@ struct Sampling {
   // Structured output: the engine's constraint kind and spec ("" = none),
   // and the request field they came from (named in errors).
   std::string constraint_kind, constraint_spec, constraint_param;
+  // OpenAI's logit_bias: (token id, bias in [-100, 100]).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Completions: the prompt before the generated text, with its logprobs
+  // (the first token has none) when logprobs are asked for.
+  bool echo = false;
+  // vLLM's prompt_logprobs: the k most likely tokens at each prompt
+  // position (-1: none, 0: the prompt token's own only).
+  int prompt_logprobs = -1;
+  // vLLM's return_tokens_as_token_ids: logprob tokens as "token_id:N".
+  bool tokens_as_ids = false;
+  // stream_options.include_usage: a last chunk with usage before [DONE].
+  bool include_usage = false;
 };
 
 struct RequestLimits {
   std::string model_name;
+  int vocab_size = 0;  // 0: unknown (logit_bias ids are then not checked)
+  // Whether the chat template prints tools (else they are offered in a
+  // system message and calls and results written into contents).
+  bool template_renders_tools = true;
+  // Mistral's templates take tool-call ids of nine letters and digits only.
+  bool short_tool_call_ids = false;
+  // Whether the chat template reads reasoning_effort (gpt-oss's does).
+  bool template_knows_reasoning_effort = false;
   int max_tokens = 4096;
   int max_n = 8;
   int max_prompt_tokens = 4096;
@@ -65,6 +87,11 @@ struct ParsedRequest {
   // ("prompt_token_ids", "token_ids"; per chunk when streaming).
   bool return_token_ids = false;
   std::vector<std::vector<int32_t>> prompts;  // one or more, token ids
+  // The text of each prompt as the client sent it ("" for token ids: the
+  // server decodes them when it needs the text, for echo).
+  std::vector<std::string> prompt_texts;
+  // Chat: the tools offered and what tool_choice asks.
+  ChatTools tools;
 };
 
 // Text -> token ids; add_special: the tokenizer's BOS (plain prompts), not
