@@ -39,8 +39,21 @@ const char* sy_engine_tool_parser(const sy_engine* engine) {
   return engine && engine->tool_parser ? sy::tool_call_family_name(*engine->tool_parser) : "";
 }
 
+const char* sy_tool_parser_for_template(const char* source) {
+  try {
+    return sy::tool_call_family_name(sy::tool_call_family_for(source ? source : ""));
+  } catch (...) {
+    return "";
+  }
+}
+
 sy_api_status sy_parse_output(const sy_engine* engine, const int32_t* ids, int32_t num_ids, int32_t final, char* json, int64_t capacity,
                               int64_t* length) {
+  return sy_parse_output_as(engine, nullptr, ids, num_ids, final, json, capacity, length);
+}
+
+sy_api_status sy_parse_output_as(const sy_engine* engine, const char* parser, const int32_t* ids, int32_t num_ids, int32_t final, char* json,
+                                 int64_t capacity, int64_t* length) {
   return guarded([&]() -> sy_api_status {
     if (!engine || num_ids < 0 || (num_ids > 0 && !ids) || !length || capacity < 0 || (capacity > 0 && !json))
       return fail(SY_API_INVALID_ARGUMENT, "sy_parse_output: engine, ids and length are required (json when capacity > 0)");
@@ -53,7 +66,8 @@ sy_api_status sy_parse_output(const sy_engine* engine, const int32_t* ids, int32
     // decodes as U+FFFD: leave it for the next call.
     const std::string replacement = "\xEF\xBF\xBD";
     while (!final && text.size() >= 3 && text.compare(text.size() - 3, 3, replacement) == 0) text.resize(text.size() - 3);
-    const sy::ParsedOutput parsed = sy::parse_model_output(*engine->tool_parser, text, final != 0);
+    const sy::ToolCallFamily& family = parser && *parser ? sy::tool_call_family_named(parser) : *engine->tool_parser;
+    const sy::ParsedOutput parsed = sy::parse_model_output(family, text, final != 0);
     nlohmann::ordered_json out = {{"content", without_special(parsed.content, engine->special_texts)},
                                   {"reasoning_content", parsed.has_reasoning ? nlohmann::ordered_json(without_special(parsed.reasoning, engine->special_texts))
                                                                              : nlohmann::ordered_json(nullptr)},

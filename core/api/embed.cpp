@@ -144,7 +144,6 @@ sy_api_status chat_render(const sy_tokenizer* tk, const char* fn, const char* re
   return guarded([&]() -> sy_api_status {
     if (!tk || !request_json || !length || capacity < 0 || (capacity > 0 && !text))
       return fail(SY_API_INVALID_ARGUMENT, std::string(fn) + ": engine, request_json, length (and text when capacity > 0) are required");
-    if (!tk->chat_template) return fail(SY_API_UNSUPPORTED, std::string(fn) + ": " + tk->where + " has no chat template");
     nlohmann::ordered_json r;
     try {
       r = nlohmann::ordered_json::parse(request_json);  // ordered: templates see keys as written
@@ -156,14 +155,24 @@ sy_api_status chat_render(const sy_tokenizer* tk, const char* fn, const char* re
     // A key the renderer would not use is refused, not dropped (a caller
     // expecting it to change the prompt would get a silently different one).
     static const char* const known[] = {"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
-                                        "chat_template_kwargs"};
+                                        "chat_template_kwargs", "chat_template"};
     for (const auto& item : r.items()) {
       const std::string& key = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
       if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return key == k; }))
         return fail(SY_API_INVALID_ARGUMENT, std::string(fn) + ": unknown key '" + key +
                                                  "' (known: messages, tools, documents, add_generation_prompt, "
-                                                 "continue_final_message, chat_template_kwargs)");
+                                                 "continue_final_message, chat_template_kwargs, chat_template)");
     }
+    // 1.6: a template given with the request (vLLM's chat_template field),
+    // rendered with the model's special tokens.
+    std::optional<sy::ChatTemplate> own;
+    if (r.contains("chat_template") && !r["chat_template"].is_null()) {
+      SY_CHECK(r["chat_template"].is_string(), fn << ": 'chat_template' must be the template's source text");
+      own = sy::ChatTemplate::from_source(r["chat_template"].get<std::string>(), "the request's chat_template",
+                                          tk->chat_template ? tk->chat_template->special_tokens() : nlohmann::ordered_json::object());
+    }
+    const sy::ChatTemplate* tmpl = own ? &*own : tk->chat_template ? &*tk->chat_template : nullptr;
+    if (!tmpl) return fail(SY_API_UNSUPPORTED, std::string(fn) + ": " + tk->where + " has no chat template");
     sy::ChatRequest cr;
     cr.messages = r["messages"];
     if (r.contains("tools")) cr.tools = r["tools"];
@@ -179,7 +188,7 @@ sy_api_status chat_render(const sy_tokenizer* tk, const char* fn, const char* re
       SY_CHECK(r["chat_template_kwargs"].is_object(), fn << ": 'chat_template_kwargs' must be an object");
       cr.extra = r["chat_template_kwargs"];
     }
-    const std::string out = tk->chat_template->apply(cr);
+    const std::string out = tmpl->apply(cr);
     *length = static_cast<int64_t>(out.size());
     if (capacity > 0) std::memcpy(text, out.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
     return static_cast<sy_api_status>(SY_API_OK);

@@ -69,7 +69,8 @@ def templates():
 
 
 def serve(extra):
-    proc, port = start_server(["--model", GGUF, *extra], manifest=None, profile="paged")
+    # The prefix cache: each case asks the same long prompt twice (whole, streamed).
+    proc, port = start_server(["--model", GGUF, *extra], manifest=None, profile="prefix")
     return proc, OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY)
 
 
@@ -154,26 +155,41 @@ def test_unknown_tool_choice_names_are_refused(smollm2):
     assert e.value.body["param"] == "tool_choice"
 
 
+def family_loop(client, family, template=None):
+    """The agent loop in one family's syntax; template: sent with each
+    request (vLLM's chat_template field) rather than the server's own."""
+    _, written = FAMILIES[family]
+    model = client.models.list().data[0].id
+    own = {"chat_template": template} if template else {}
+    kw = dict(model=model, messages=QUESTION, tools=TOOLS, temperature=0, max_tokens=160,
+              extra_body={"structured_outputs": {"regex": escape(written)}, **own})
+    r = client.chat.completions.create(**kw)
+    m = r.choices[0].message
+    check_calls(m.tool_calls)
+    assert json.loads(m.tool_calls[0].function.arguments) == {"city": "Paris"}
+    assert r.choices[0].finish_reason == "tool_calls"
+    assert not (m.content or "").strip(), m.content
+    assert getattr(m, "reasoning_content", None) == REASONING.get(family)
+    content, reasoning, calls, finish = streamed(client, **kw)
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]
+    assert finish == "tool_calls" and not content.strip() and reasoning == (REASONING.get(family) or "")
+    # The template renders the call and its result in the next turn.
+    follow = client.chat.completions.create(model=model, messages=QUESTION + result_messages(m), tools=TOOLS, temperature=0, max_tokens=2,
+                                            extra_body=own)
+    assert follow.choices[0].finish_reason in ("stop", "length")
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_family_template_agent_loop(family):
-    template, written = FAMILIES[family]
-    proc, client = serve(["--chat-template", str(templates() / f"{template}.jinja")])
+def test_family_template_agent_loop(smollm2, family):
+    """One server, each family's real template sent with the requests."""
+    family_loop(smollm2, family, (templates() / f"{FAMILIES[family][0]}.jinja").read_text())
+
+
+def test_family_template_as_the_servers_own():
+    """--chat-template: the template file with the model's special tokens,
+    its family chosen at start (Mistral's also wants nine-letter call ids)."""
+    proc, client = serve(["--chat-template", str(templates() / f"{FAMILIES['mistral'][0]}.jinja")])
     try:
-        model = client.models.list().data[0].id
-        kw = dict(model=model, messages=QUESTION, tools=TOOLS, temperature=0, max_tokens=160,
-                  extra_body={"structured_outputs": {"regex": escape(written)}})
-        r = client.chat.completions.create(**kw)
-        m = r.choices[0].message
-        check_calls(m.tool_calls)
-        assert json.loads(m.tool_calls[0].function.arguments) == {"city": "Paris"}
-        assert r.choices[0].finish_reason == "tool_calls"
-        assert not (m.content or "").strip(), m.content
-        assert getattr(m, "reasoning_content", None) == REASONING.get(family)
-        content, reasoning, calls, finish = streamed(client, **kw)
-        assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]
-        assert finish == "tool_calls" and not content.strip() and reasoning == (REASONING.get(family) or "")
-        # The template renders the call and its result in the next turn.
-        follow = client.chat.completions.create(model=model, messages=QUESTION + result_messages(m), tools=TOOLS, temperature=0, max_tokens=8)
-        assert follow.choices[0].finish_reason in ("stop", "length")
+        family_loop(client, "mistral")
     finally:
         stop_server(proc)

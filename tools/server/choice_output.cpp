@@ -94,8 +94,8 @@ ChoiceOutput::Parsed ChoiceOutput::parse_now(bool final) const {
   std::string out(4096, '\0');
   int64_t n = 0;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sy_parse_output(engine_, ids_.data(), static_cast<int32_t>(ids_.size()), final ? 1 : 0, out.data(), static_cast<int64_t>(out.size()), &n) !=
-        SY_API_OK) {
+    if (sy_parse_output_as(engine_, s_.parser.c_str(), ids_.data(), static_cast<int32_t>(ids_.size()), final ? 1 : 0, out.data(),
+                           static_cast<int64_t>(out.size()), &n) != SY_API_OK) {
       p.content = text_;
       return p;
     }

@@ -29,6 +29,7 @@ struct ChoiceSettings {
   ChatTools tools;
   std::vector<std::string> stops;  // parsed content ends before the first
   bool short_call_ids = false;      // Mistral's nine-character tool-call ids
+  std::string parser;               // the tool-call family ("": the engine's)
 };
 
 class ChoiceOutput {

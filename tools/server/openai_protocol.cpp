@@ -219,6 +219,8 @@ OpenAIProtocol::OpenAIProtocol(sy_engine* e, ProtocolOptions o)
   defaults_.template_renders_tools = source.find("tools") != std::string::npos;
   defaults_.template_knows_reasoning_effort = source.find("reasoning_effort") != std::string::npos;
   defaults_.short_tool_call_ids = parser == "mistral";
+  defaults_.has_chat_template = has_chat_template_;
+  defaults_.tool_parser_of = [](const std::string& text) { return std::string(sy_tool_parser_for_template(text.c_str())); };
   // Reasoning is split out where the template knows a thinking mark.
   splits_reasoning_ = source.find("</think>") != std::string::npos || parser == "gpt_oss" || source.find("<|START_THINKING|>") != std::string::npos;
 }
@@ -248,7 +250,6 @@ Tokenize OpenAIProtocol::tokenizer() const {
 
 // The conversation through the engine's chat template (sy_chat_render).
 RenderChat OpenAIProtocol::chat_renderer() const {
-  if (!has_chat_template_) return nullptr;
   return [this](const nlohmann::ordered_json& req) {
     const std::string body = req.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     std::string text(4096, '\0');
@@ -320,10 +321,12 @@ std::shared_ptr<Call> OpenAIProtocol::start(const std::string& body, bool chat) 
   cs.token_ids = st.parsed.return_token_ids;
   cs.prompt_logprobs = s.prompt_logprobs >= 0;
   cs.tools = st.parsed.tools;
-  cs.parse = chat && has_chat_template_ && sy_engine_has_tokenizer(engine_) &&
-             ((st.parsed.tools.offered() && !st.parsed.tools.forced()) || splits_reasoning_);
+  const bool own_template = !st.parsed.chat_template.empty();
+  cs.parser = st.parsed.tool_parser;
+  cs.parse = chat && (has_chat_template_ || own_template) && sy_engine_has_tokenizer(engine_) &&
+             ((st.parsed.tools.offered() && !st.parsed.tools.forced()) || (own_template ? st.parsed.splits_reasoning : splits_reasoning_));
   cs.stops = s.stop;
-  cs.short_call_ids = defaults_.short_tool_call_ids;
+  cs.short_call_ids = own_template ? st.parsed.tool_parser == "mistral" : defaults_.short_tool_call_ids;
   const auto& prompts = st.parsed.prompts;
   if (want_prompt_lps)
     for (const auto& p : prompts) st.prompt_lps.push_back(prompt_logprobs(engine_, p, std::max(s.top_logprobs, s.prompt_logprobs)));

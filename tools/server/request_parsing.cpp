@@ -262,6 +262,7 @@ void parse_prompts(const json& body, bool chat, const RequestLimits& limits, con
     if (r.tools.offered() && !tools_in_template) offer_tools_in_system_message(messages, r.tools.tools);
     if (render_chat) {
       json request = {{"messages", messages}};
+      if (!r.chat_template.empty()) request["chat_template"] = r.chat_template;
       if (r.tools.offered() && tools_in_template) request["tools"] = r.tools.tools;
       if (body.contains("documents") && !body["documents"].is_null()) request["documents"] = body["documents"];
       request["add_generation_prompt"] = field<bool>(body, "add_generation_prompt", true, "a boolean");
@@ -363,6 +364,21 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
     if (!body["return_token_ids"].is_boolean()) throw bad_request("invalid type for 'return_token_ids': expected a boolean", "return_token_ids");
     r.return_token_ids = body["return_token_ids"].get<bool>();
   }
+  RequestLimits l = limits;
+  if (chat && body.contains("chat_template") && !body["chat_template"].is_null()) {
+    if (!body["chat_template"].is_string() || body["chat_template"].get<std::string>().empty())
+      throw bad_request("'chat_template' must be a template's source text", "chat_template");
+    r.chat_template = body["chat_template"].get<std::string>();
+    l.has_chat_template = true;
+    l.template_renders_tools = r.chat_template.find("tools") != std::string::npos;
+    l.template_knows_reasoning_effort = r.chat_template.find("reasoning_effort") != std::string::npos;
+    r.tool_parser = l.tool_parser_of ? l.tool_parser_of(r.chat_template) : "hermes";
+    l.short_tool_call_ids = r.tool_parser == "mistral";
+    r.splits_reasoning = r.chat_template.find("</think>") != std::string::npos || r.tool_parser == "gpt_oss" ||
+                         r.chat_template.find("<|START_THINKING|>") != std::string::npos;
+  } else if (!chat && body.contains("chat_template") && !body["chat_template"].is_null()) {
+    throw bad_request("'chat_template' is a chat completions field", "chat_template");
+  }
   if (chat) {
     r.tools = parse_tools(body);
     if (r.tools.forced()) {
@@ -376,7 +392,7 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
       r.sampling.constraint_param = "tool_choice";
     }
   }
-  parse_prompts(body, chat, limits, tokenize, render_chat, r);
+  parse_prompts(body, chat, l, tokenize, l.has_chat_template ? render_chat : nullptr, r);
   return r;
 }
 

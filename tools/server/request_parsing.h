@@ -67,6 +67,9 @@ struct RequestLimits {
   bool template_renders_tools = true;
   // Mistral's templates take tool-call ids of nine letters and digits only.
   bool short_tool_call_ids = false;
+  bool has_chat_template = true;  // the model's own (a request may bring one: chat_template)
+  // The tool-call family a template's source writes (null: "hermes").
+  std::function<std::string(const std::string&)> tool_parser_of;
   // Whether the chat template reads reasoning_effort (gpt-oss's does).
   bool template_knows_reasoning_effort = false;
   int max_tokens = 4096;
@@ -92,6 +95,11 @@ struct ParsedRequest {
   std::vector<std::string> prompt_texts;
   // Chat: the tools offered and what tool_choice asks.
   ChatTools tools;
+  // vLLM's chat_template field: a template for this request ("": the
+  // model's), and the facts about it the protocol needs.
+  std::string chat_template;
+  std::string tool_parser;  // its family ("": the engine's)
+  bool splits_reasoning = false;
 };
 
 // Text -> token ids; add_special: the tokenizer's BOS (plain prompts), not

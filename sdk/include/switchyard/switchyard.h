@@ -459,6 +459,14 @@ SY_API const char* sy_engine_tool_parser(const sy_engine* engine);
  * sets *length to the full length. */
 SY_API sy_api_status sy_parse_output(const sy_engine* engine, const int32_t* ids, int32_t num_ids, int32_t final, char* json,
                                      int64_t capacity, int64_t* length);
+/* The same with a family named (NULL or "": the engine's), for output of a
+ * template given with the request; and the family a template's source
+ * writes tool calls in. sy_chat_render (1.6) also takes "chat_template" in
+ * its request: the template's source, rendered with the model's special
+ * tokens, in place of the engine's. */
+SY_API sy_api_status sy_parse_output_as(const sy_engine* engine, const char* parser, const int32_t* ids, int32_t num_ids, int32_t final,
+                                        char* json, int64_t capacity, int64_t* length);
+SY_API const char* sy_tool_parser_for_template(const char* template_source);
 
 #ifdef __cplusplus
 } /* extern "C" */
