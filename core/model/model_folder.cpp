@@ -179,14 +179,28 @@ std::optional<ChatTemplate> folder_chat_template(const fs::path& dir) {
   return ChatTemplate::from_config_value(*value, origin, special);
 }
 
+// The special tokens (bos_token, eos_token, ...) a template of this model
+// or tokenizer is rendered with: a GGUF file's, or its folder's
+// tokenizer_config.json's.
+OrderedJson special_tokens_of(const std::string& path) {
+  OrderedJson special = OrderedJson::object();
+  if (is_gguf_path(path)) {
+    const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
+    if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
+    if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
+    return special;
+  }
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  if (fs::exists(dir / "tokenizer_config.json")) collect_special_tokens(read_json(dir / "tokenizer_config.json"), special);
+  return special;
+}
+
 // A GGUF file carries its template (tokenizer.chat_template) and tokens.
 std::optional<ChatTemplate> gguf_chat_template(const std::string& path) {
   const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
   if (!g.chat_template) return std::nullopt;
-  OrderedJson special = OrderedJson::object();
-  if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
-  if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
-  return ChatTemplate::from_source(*g.chat_template, path + " (tokenizer.chat_template)", special);
+  return ChatTemplate::from_source(*g.chat_template, path + " (tokenizer.chat_template)", special_tokens_of(path));
 }
 
 }  // namespace
@@ -353,23 +367,6 @@ std::unique_ptr<Tokenizer> ModelFolder::load_tokenizer_file(const std::string& f
     SY_THROW(config_path.string() << ": not valid JSON: " << e.what());
   }
   return load_tokenizer(file, &config, config_path.string());
-}
-
-// The special tokens (bos_token, eos_token, ...) a template of this model
-// or tokenizer is rendered with: a GGUF file's, or its folder's
-// tokenizer_config.json's.
-static OrderedJson special_tokens_of(const std::string& path) {
-  OrderedJson special = OrderedJson::object();
-  if (is_gguf_path(path)) {
-    const GgufTokenizerConfig& g = gguf_tokenizer_for(path);
-    if (!g.bos_token.empty()) special["bos_token"] = g.bos_token;
-    if (!g.eos_token.empty()) special["eos_token"] = g.eos_token;
-    return special;
-  }
-  std::error_code ec;
-  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
-  if (fs::exists(dir / "tokenizer_config.json")) collect_special_tokens(read_json(dir / "tokenizer_config.json"), special);
-  return special;
 }
 
 ChatTemplate ModelFolder::chat_template_file(const std::string& path, const std::string& model) {

@@ -101,6 +101,9 @@ def test_echo_then_generation_and_vllm_prompt_logprobs(server):
     assert c["prompt_logprobs"][0] is None and len(c["prompt_logprobs"]) == n_prompt
     for entry, lp in zip(c["prompt_logprobs"][1:], c["logprobs"]["token_logprobs"][1:n_prompt]):
         assert any(abs(v["logprob"] - lp) < 1e-6 for v in entry.values())
+    # Streamed chunks have no place for them: refused, not dropped.
+    r = post(server, "/v1/completions", {"model": server["model"], "prompt": "Once", "max_tokens": 2, "stream": True, "prompt_logprobs": 1})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt_logprobs"
 
 
 def test_lm_eval_loglikelihood_equals_switchyard_logits(server):

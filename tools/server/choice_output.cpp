@@ -4,6 +4,7 @@
 #include <random>
 
 #include "server_metrics.h"
+#include "tokenizer_endpoints.h"
 
 namespace sy::server {
 
@@ -21,28 +22,13 @@ std::string new_call_id(bool short_id) {
   return id;
 }
 
-std::string decode(sy_engine* engine, const std::vector<int32_t>& ids) {
-  const sy_tokenizer* tok = sy_engine_tokenizer(engine);
-  if (!tok || ids.empty()) return "";
-  std::string text(ids.size() * 8 + 16, '\0');
-  int64_t n = 0;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sy_tokenizer_decode(tok, ids.data(), static_cast<int32_t>(ids.size()), 1, text.data(), static_cast<int64_t>(text.size()), &n) != SY_API_OK)
-      return "";
-    if (n <= static_cast<int64_t>(text.size())) break;
-    text.resize(static_cast<size_t>(n));
-  }
-  text.resize(static_cast<size_t>(n));
-  return text;
-}
-
 }  // namespace
 
 ChoiceOutput::ChoiceOutput(sy_engine* engine, const TokenNames& names, const ChoiceSettings& settings, int index,
                            const std::vector<int32_t>& prompt, std::string prompt_text, const PromptLogprobs* prompt_lps)
     : engine_(engine), names_(names), s_(settings), index_(index), prompt_(prompt), prompt_text_(std::move(prompt_text)), prompt_lps_(prompt_lps) {
   // Token-id prompts echo as their text.
-  if (s_.echo && prompt_text_.empty()) prompt_text_ = decode(engine, prompt_);
+  if (s_.echo && prompt_text_.empty() && sy_engine_tokenizer(engine)) prompt_text_ = decode_ids(sy_engine_tokenizer(engine), prompt_, true);
 }
 
 void ChoiceOutput::token(int32_t id, const std::string& text, std::optional<Logprobs> lp) {
@@ -128,18 +114,16 @@ std::string ChoiceOutput::finish_reason(size_t calls) const {
   return reason;
 }
 
-json ChoiceOutput::completion_logprobs(size_t from_token, bool with_prompt) const {
-  size_t offset = 0;
-  if (!with_prompt) {
-    offset = s_.echo ? utf8_chars(prompt_text_) : 0;
-    for (size_t i = 0; i < from_token; ++i) offset += utf8_chars(names_.bytes(ids_[i]));
-  }
-  CompletionLogprobs out(offset);
-  if (with_prompt && prompt_lps_) {
-    for (size_t i = 0; i < prompt_.size(); ++i)
-      out.add(names_, prompt_[i], i == 0 ? std::nullopt : std::optional<Logprobs>(prompt_lps_->positions[i - 1]));
-  }
-  for (size_t i = from_token; i < ids_.size(); ++i) out.add(names_, ids_[i], lps_[i]);
+void ChoiceOutput::add_prompt(CompletionLogprobs& out) const {
+  if (!prompt_lps_) return;
+  for (size_t i = 0; i < prompt_.size(); ++i)
+    out.add(names_, prompt_[i], i == 0 ? std::nullopt : std::optional<Logprobs>(prompt_lps_->positions[i - 1]));
+}
+
+json ChoiceOutput::completion_logprobs() const {
+  CompletionLogprobs out;
+  if (s_.echo) add_prompt(out);
+  for (size_t i = 0; i < ids_.size(); ++i) out.add(names_, ids_[i], lps_[i]);
   return out.to_json();
 }
 
@@ -164,7 +148,7 @@ json ChoiceOutput::whole() {
     choice["finish_reason"] = finish_reason(p.calls.size());
   } else {
     choice["text"] = s_.echo ? prompt_text_ + text_ : text_;
-    choice["logprobs"] = s_.logprobs ? completion_logprobs(0, s_.echo) : json(nullptr);
+    choice["logprobs"] = s_.logprobs ? completion_logprobs() : json(nullptr);
     choice["finish_reason"] = finish_reason(0);
   }
   if (s_.prompt_logprobs && prompt_lps_) {
@@ -195,9 +179,7 @@ std::vector<json> ChoiceOutput::deltas() {
       json c = text_chunk(prompt_text_);
       if (s_.logprobs) {
         CompletionLogprobs lp;
-        if (prompt_lps_)
-          for (size_t i = 0; i < prompt_.size(); ++i)
-            lp.add(names_, prompt_[i], i == 0 ? std::nullopt : std::optional<Logprobs>(prompt_lps_->positions[i - 1]));
+        add_prompt(lp);
         c["logprobs"] = lp.to_json();
       }
       out.push_back(c);

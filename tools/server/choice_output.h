@@ -62,7 +62,9 @@ class ChoiceOutput {
   std::string cut_at_stop(std::string text) const;
   nlohmann::json tool_call(size_t k, const nlohmann::json& call);
   std::string finish_reason(size_t calls) const;
-  nlohmann::json completion_logprobs(size_t from_token, bool with_prompt) const;
+  // Completions' logprobs of the whole choice (the prompt's first, with echo).
+  nlohmann::json completion_logprobs() const;
+  void add_prompt(CompletionLogprobs& out) const;
 
   sy_engine* engine_;
   const TokenNames& names_;

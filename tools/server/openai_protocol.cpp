@@ -216,13 +216,9 @@ OpenAIProtocol::OpenAIProtocol(sy_engine* e, ProtocolOptions o)
   const std::string source = tokenizer_info_.value("chat_template", json()).is_string() ? tokenizer_info_["chat_template"].get<std::string>() : "";
   const std::string parser = sy_engine_tool_parser(e);
   defaults_.vocab_size = sy_engine_vocab_size(e);
-  defaults_.template_renders_tools = source.find("tools") != std::string::npos;
-  defaults_.template_knows_reasoning_effort = source.find("reasoning_effort") != std::string::npos;
-  defaults_.short_tool_call_ids = parser == "mistral";
+  defaults_.template_facts = TemplateFacts::of(source, parser);
   defaults_.has_chat_template = has_chat_template_;
   defaults_.tool_parser_of = [](const std::string& text) { return std::string(sy_tool_parser_for_template(text.c_str())); };
-  // Reasoning is split out where the template knows a thinking mark.
-  splits_reasoning_ = source.find("</think>") != std::string::npos || parser == "gpt_oss" || source.find("<|START_THINKING|>") != std::string::npos;
 }
 
 OpenAIProtocol::~OpenAIProtocol() = default;
@@ -287,7 +283,7 @@ json OpenAIProtocol::model(const std::string& id) const {
 }
 
 json OpenAIProtocol::tokenize(const std::string& body) {
-  return tokenize_request(engine_, body, tokenizer(), chat_renderer(), defaults_.template_renders_tools);
+  return tokenize_request(engine_, body, tokenizer(), chat_renderer(), defaults_.template_facts.renders_tools);
 }
 
 json OpenAIProtocol::detokenize(const std::string& body) const { return detokenize_request(engine_, body); }
@@ -321,12 +317,13 @@ std::shared_ptr<Call> OpenAIProtocol::start(const std::string& body, bool chat) 
   cs.token_ids = st.parsed.return_token_ids;
   cs.prompt_logprobs = s.prompt_logprobs >= 0;
   cs.tools = st.parsed.tools;
-  const bool own_template = !st.parsed.chat_template.empty();
-  cs.parser = st.parsed.tool_parser;
-  cs.parse = chat && (has_chat_template_ || own_template) && sy_engine_has_tokenizer(engine_) &&
-             ((st.parsed.tools.offered() && !st.parsed.tools.forced()) || (own_template ? st.parsed.splits_reasoning : splits_reasoning_));
+  // Reasoning is split out where the template knows a thinking mark.
+  const TemplateFacts& facts = st.parsed.template_facts;
+  cs.parser = facts.tool_parser;
+  cs.parse = chat && (has_chat_template_ || !st.parsed.chat_template.empty()) && sy_engine_has_tokenizer(engine_) &&
+             ((st.parsed.tools.offered() && !st.parsed.tools.forced()) || facts.splits_reasoning);
   cs.stops = s.stop;
-  cs.short_call_ids = own_template ? st.parsed.tool_parser == "mistral" : defaults_.short_tool_call_ids;
+  cs.short_call_ids = facts.short_tool_call_ids;
   const auto& prompts = st.parsed.prompts;
   if (want_prompt_lps)
     for (const auto& p : prompts) st.prompt_lps.push_back(prompt_logprobs(engine_, p, std::max(s.top_logprobs, s.prompt_logprobs)));

@@ -43,6 +43,7 @@ class OpenAIProtocol {
   nlohmann::json tokenize(const std::string& body);
   nlohmann::json detokenize(const std::string& body) const;
   const nlohmann::json& tokenizer_info() const { return tokenizer_info_; }
+  const TemplateFacts& template_facts() const { return defaults_.template_facts; }
   std::string metrics() const;  // Prometheus text
   ServerMetrics& server_metrics() { return metrics_; }
 
@@ -63,7 +64,7 @@ class OpenAIProtocol {
   ProtocolOptions opt_;
   ServerMetrics metrics_;
   RequestLimits defaults_;  // the model's default sampling and template facts
-  bool has_chat_template_ = false, splits_reasoning_ = false;
+  bool has_chat_template_ = false;
   nlohmann::json tokenizer_info_;
   int64_t started_ = 0;
   std::atomic<uint64_t> next_id_{1}, next_seed_{1000};

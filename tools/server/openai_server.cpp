@@ -39,7 +39,7 @@ class Server {
       : opt_(o), protocol_(e, {o.model_name, o.max_prompt_tokens, o.max_tokens_limit, o.max_n}) {
     const json d = json::parse(sy_engine_sampling_defaults(e));
     if (d.contains("source")) std::fprintf(stderr, "switchyard serve: default sampling from %s\n", d["source"].get<std::string>().c_str());
-    const bool renders_tools = json(protocol_.tokenizer_info().value("chat_template", json())).dump().find("tools") != std::string::npos;
+    const bool renders_tools = protocol_.template_facts().renders_tools;
     std::fprintf(stderr, "switchyard serve: chat template: %s; tool calls read as %s%s\n",
                  *sy_engine_chat_template_name(e) ? sy_engine_chat_template_name(e) : "none (chat messages are joined as plain text)",
                  sy_engine_tool_parser(e), renders_tools ? "" : " (tools offered in a system message)");

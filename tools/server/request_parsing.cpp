@@ -197,6 +197,8 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
     s.prompt_logprobs = field<int>(body, "prompt_logprobs", -1, "an integer");
     if (s.prompt_logprobs < 0 || s.prompt_logprobs > limits.max_logprobs)
       throw bad_request("prompt_logprobs must be in [0, " + std::to_string(limits.max_logprobs) + "]", "prompt_logprobs");
+    // The chunks have no place for them (refused rather than dropped).
+    if (s.stream) throw bad_request("prompt_logprobs is not streamed: ask without stream", "prompt_logprobs");
   }
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& so = body["stream_options"];
@@ -257,8 +259,9 @@ void parse_prompts(const json& body, bool chat, const RequestLimits& limits, con
   std::vector<std::vector<int32_t>>& out = r.prompts;
   if (chat) {
     if (!body.contains("messages")) throw bad_request("'messages' is required", "messages");
-    const bool tools_in_template = limits.template_renders_tools && render_chat;
-    json messages = normalize_messages(body["messages"], tools_in_template, limits.short_tool_call_ids);
+    const TemplateFacts& facts = r.template_facts;
+    const bool tools_in_template = facts.renders_tools && render_chat;
+    json messages = normalize_messages(body["messages"], tools_in_template, facts.short_tool_call_ids);
     if (r.tools.offered() && !tools_in_template) offer_tools_in_system_message(messages, r.tools.tools);
     if (render_chat) {
       json request = {{"messages", messages}};
@@ -275,7 +278,7 @@ void parse_prompts(const json& body, bool chat, const RequestLimits& limits, con
         const json& effort = body["reasoning_effort"];
         if (!effort.is_string() || (effort != "minimal" && effort != "low" && effort != "medium" && effort != "high"))
           throw bad_request("reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort");
-        if (!limits.template_knows_reasoning_effort)
+        if (!facts.knows_reasoning_effort)
           throw bad_request("'reasoning_effort' is not supported: this model's chat template has no reasoning_effort (give the template's own "
                             "switch in chat_template_kwargs)",
                             "reasoning_effort");
@@ -370,15 +373,11 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
       throw bad_request("'chat_template' must be a template's source text", "chat_template");
     r.chat_template = body["chat_template"].get<std::string>();
     l.has_chat_template = true;
-    l.template_renders_tools = r.chat_template.find("tools") != std::string::npos;
-    l.template_knows_reasoning_effort = r.chat_template.find("reasoning_effort") != std::string::npos;
-    r.tool_parser = l.tool_parser_of ? l.tool_parser_of(r.chat_template) : "hermes";
-    l.short_tool_call_ids = r.tool_parser == "mistral";
-    r.splits_reasoning = r.chat_template.find("</think>") != std::string::npos || r.tool_parser == "gpt_oss" ||
-                         r.chat_template.find("<|START_THINKING|>") != std::string::npos;
+    l.template_facts = TemplateFacts::of(r.chat_template, l.tool_parser_of ? l.tool_parser_of(r.chat_template) : "hermes");
   } else if (!chat && body.contains("chat_template") && !body["chat_template"].is_null()) {
     throw bad_request("'chat_template' is a chat completions field", "chat_template");
   }
+  r.template_facts = l.template_facts;
   if (chat) {
     r.tools = parse_tools(body);
     if (r.tools.forced()) {
@@ -394,6 +393,17 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
   }
   parse_prompts(body, chat, l, tokenize, l.has_chat_template ? render_chat : nullptr, r);
   return r;
+}
+
+TemplateFacts TemplateFacts::of(const std::string& source, const std::string& tool_parser) {
+  TemplateFacts f;
+  f.tool_parser = tool_parser;
+  f.renders_tools = source.find("tools") != std::string::npos;
+  f.knows_reasoning_effort = source.find("reasoning_effort") != std::string::npos;
+  f.short_tool_call_ids = tool_parser == "mistral";
+  f.splits_reasoning = source.find("</think>") != std::string::npos || tool_parser == "gpt_oss" ||
+                       source.find("<|START_THINKING|>") != std::string::npos;
+  return f;
 }
 
 int max_tokens_for(const Sampling& s, size_t prompt_tokens, int64_t max_context, int limit) {

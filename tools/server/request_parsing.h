@@ -59,19 +59,25 @@ struct Sampling {
   bool include_usage = false;
 };
 
+// What the protocol needs to know of a chat template, read from its source
+// and its tool-call family (one place, for the model's template and for one
+// a request brings).
+struct TemplateFacts {
+  std::string tool_parser;            // the family its output is read in
+  bool renders_tools = true;          // else tools go into a system message
+  bool knows_reasoning_effort = false;  // gpt-oss's reads it
+  bool short_tool_call_ids = false;   // Mistral's: nine letters and digits
+  bool splits_reasoning = false;      // <think>, gpt-oss's analysis channel, Command-R's thinking
+  static TemplateFacts of(const std::string& source, const std::string& tool_parser);
+};
+
 struct RequestLimits {
   std::string model_name;
   int vocab_size = 0;  // 0: unknown (logit_bias ids are then not checked)
-  // Whether the chat template prints tools (else they are offered in a
-  // system message and calls and results written into contents).
-  bool template_renders_tools = true;
-  // Mistral's templates take tool-call ids of nine letters and digits only.
-  bool short_tool_call_ids = false;
+  TemplateFacts template_facts;  // of the model's chat template
   bool has_chat_template = true;  // the model's own (a request may bring one: chat_template)
   // The tool-call family a template's source writes (null: "hermes").
   std::function<std::string(const std::string&)> tool_parser_of;
-  // Whether the chat template reads reasoning_effort (gpt-oss's does).
-  bool template_knows_reasoning_effort = false;
   int max_tokens = 4096;
   int max_n = 8;
   int max_prompt_tokens = 4096;
@@ -98,8 +104,7 @@ struct ParsedRequest {
   // vLLM's chat_template field: a template for this request ("": the
   // model's), and the facts about it the protocol needs.
   std::string chat_template;
-  std::string tool_parser;  // its family ("": the engine's)
-  bool splits_reasoning = false;
+  TemplateFacts template_facts;  // of the template this request renders with
 };
 
 // Text -> token ids; add_special: the tokenizer's BOS (plain prompts), not

@@ -62,16 +62,21 @@ nlohmann::json detokenize_request(sy_engine* engine, const std::string& body) {
       throw bad_request("'tokens' holds " + x.dump() + ", not a token id of this model (0 to " + std::to_string(vocab - 1) + ")", "tokens");
     ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
   }
+  return {{"prompt", decode_ids(tok, ids, false)}};
+}
+
+std::string decode_ids(const sy_tokenizer* tok, const std::vector<int32_t>& ids, bool skip_special) {
   std::string text(ids.size() * 8 + 16, '\0');
   int64_t n = 0;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (sy_tokenizer_decode(tok, ids.data(), static_cast<int32_t>(ids.size()), 0, text.data(), static_cast<int64_t>(text.size()), &n) != SY_API_OK)
+    if (sy_tokenizer_decode(tok, ids.data(), static_cast<int32_t>(ids.size()), skip_special ? 1 : 0, text.data(),
+                            static_cast<int64_t>(text.size()), &n) != SY_API_OK)
       throw bad_request(sy_last_error(), "tokens");
     if (n <= static_cast<int64_t>(text.size())) break;
-    text.resize(static_cast<size_t>(n));
+    text.resize(static_cast<size_t>(n));  // the full length is known now
   }
   text.resize(static_cast<size_t>(n));
-  return {{"prompt", text}};
+  return text;
 }
 
 }  // namespace sy::server

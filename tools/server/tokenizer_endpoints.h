@@ -17,4 +17,8 @@ nlohmann::json tokenize_request(sy_engine* engine, const std::string& body, cons
                                 bool renders_tools);
 nlohmann::json detokenize_request(sy_engine* engine, const std::string& body);
 
+// The text of ids (sy_tokenizer_decode, its buffer grown to fit); throws
+// ApiError naming 'tokens'.
+std::string decode_ids(const sy_tokenizer* tokenizer, const std::vector<int32_t>& ids, bool skip_special);
+
 }  // namespace sy::server
