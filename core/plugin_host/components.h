@@ -134,6 +134,7 @@ class PluginCacheManager : PluginComponent<sy_cache_desc> {
   void commit(uint64_t seq, const int32_t* tokens, int32_t count);
   void truncate(uint64_t seq, int32_t length);
   bool can_truncate() const { return d_->truncate != nullptr; }  // speculative rollback
+  bool caches_prefixes() const { return d_->match_prefix != nullptr; }  // blocks shared across requests
   void fork(uint64_t parent, uint64_t child);
   void release(uint64_t seq);
   std::vector<int32_t> block_table(uint64_t seq);

@@ -75,7 +75,13 @@ class KvCache {
     k = sy_tensor{dtype_, 4, dims_.data(), cache_->keys(layer), device, 0};
     v = sy_tensor{dtype_, 4, dims_.data(), cache_->values(layer), device, 0};
   }
-  int32_t match_prefix(uint64_t seq, const Tokens& t) { return cache_->match_prefix(seq, t.data, t.size); }
+  // Only the prefix-caching kind offers match_prefix: the host reads its
+  // absence as "no prefix sharing" (KV export refuses, for one).
+  int32_t match_prefix(uint64_t seq, const Tokens& t)
+    requires(K == Kind::Prefix)
+  {
+    return cache_->match_prefix(seq, t.data, t.size);
+  }
   void commit(uint64_t seq, const Tokens& t) { cache_->commit(seq, t.data, t.size); }
   void truncate(uint64_t seq, int32_t length) { cache_->truncate(seq, length); }
   void fork(uint64_t parent, uint64_t child) { cache_->fork(parent, child); }

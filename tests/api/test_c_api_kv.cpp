@@ -255,7 +255,8 @@ TEST(CApiKv, ExportedKvLetsAnotherEngineSkipThePrefillWithTheSameOutput) {
   greedy(prefill.e, prompt, 1);
   ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &size), SY_API_OK) << sy_last_error();
   // 5 layers of keys and values, 4 kv heads x 16 tokens x 8 dims of float32 per block.
-  EXPECT_EQ(size - empty_size, static_cast<int64_t>(full / 16) * (16 * 4 + 8 + 5 * 2 * 4 * 16 * 8 * 4));
+  // Per block: its tokens, hash, checksum and values.
+  EXPECT_EQ(size - empty_size, static_cast<int64_t>(full / 16) * (16 * 4 + 8 + 8 + 5 * 2 * 4 * 16 * 8 * 4));
   std::vector<char> data(static_cast<size_t>(size));
   ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), data.data(), size, &size), SY_API_OK);
 
@@ -274,6 +275,10 @@ TEST(CApiKv, ExportedKvLetsAnotherEngineSkipThePrefillWithTheSameOutput) {
   bad[40] ^= 1;  // inside the tokens: their hashes no longer match
   EXPECT_EQ(sy_kv_import(decode.e, bad.data(), size, &cached), SY_API_INVALID_ARGUMENT);
   EXPECT_NE(std::string(sy_last_error()).find("hash"), std::string::npos) << sy_last_error();
+  std::vector<char> bad_value(data);
+  bad_value[static_cast<size_t>(size) - 5] ^= 0x10;  // inside the last block's values
+  EXPECT_EQ(sy_kv_import(single.e, bad_value.data(), size, &cached), SY_API_INVALID_ARGUMENT) << "a corrupted value was accepted";
+  EXPECT_NE(std::string(sy_last_error()).find("checksum"), std::string::npos) << sy_last_error();
   EXPECT_EQ(sy_kv_import(decode.e, data.data(), size - 3, &cached), SY_API_INVALID_ARGUMENT);
   EXPECT_NE(std::string(sy_last_error()).find("bytes of KV data"), std::string::npos) << sy_last_error();
   EXPECT_EQ(sy_kv_import(decode.e, "hello", 5, &cached), SY_API_INVALID_ARGUMENT);
@@ -282,6 +287,9 @@ TEST(CApiKv, ExportedKvLetsAnotherEngineSkipThePrefillWithTheSameOutput) {
   // caching could never find the blocks.
   EXPECT_EQ(sy_kv_import(single.e, data.data(), size, &cached), SY_API_UNSUPPORTED);
   EXPECT_NE(std::string(sy_last_error()).find("prefix-caching"), std::string::npos) << sy_last_error();
+  // Nor is there anything to export from it: refused, not an empty export.
+  EXPECT_EQ(sy_kv_export(single.e, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &size), SY_API_UNSUPPORTED);
+  EXPECT_NE(std::string(sy_last_error()).find("no prefix cache"), std::string::npos) << sy_last_error();
   EXPECT_EQ(greedy(decode.e, prompt, 40).tokens, disaggregated.tokens);
 }
 

@@ -2,15 +2,18 @@
 // a cached prompt prefix leave one engine as bytes and enter another's
 // prefix cache, where the next request with that prompt finds them.
 //
-// Format, version 1 (little-endian; written and read on little-endian hosts):
-//   "SYKV", u32 version = 1,
+// Format, version 2 (little-endian; written and read on little-endian hosts):
+//   "SYKV", u32 version = 2,
 //   u32 layers, kv_heads, block_size, head_dim, dtype (ONNX code), vocab,
 //   u32 num_blocks,
 //   i32 tokens[num_blocks * block_size],
-//   u64 hashes[num_blocks]   (kv_block_hash chain over the tokens: checked on import),
+//   u64 hashes[num_blocks]    (kv_block_hash chain over the tokens: checked on import),
+//   u64 checksums[num_blocks] (of each block's KV bytes: checked on import,
+//                              so corrupted values are never served),
 //   then for each block, for each layer: keys, values
 //   ([kv_heads, block_size, head_dim] elements each, as the cache stores them).
 // The engines must run the same model with the same KV geometry and dtype.
+// Version 1 had no checksums; it is refused (its values cannot be checked).
 #include <bit>
 #include <cstring>
 
@@ -23,7 +26,7 @@ static_assert(std::endian::native == std::endian::little, "the KV transfer forma
 namespace {
 
 constexpr char kMagic[4] = {'S', 'Y', 'K', 'V'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 struct Header {
   uint32_t layers, kv_heads, block_size, head_dim, dtype, vocab, num_blocks;
@@ -36,6 +39,32 @@ Header geometry(const std::vector<sy_tensor>& keys, int32_t block_size, int64_t 
                 static_cast<uint32_t>(k.dims[3]),     static_cast<uint32_t>(k.dtype),   static_cast<uint32_t>(std::max<int64_t>(vocab, 0)),
                 0};
 }
+
+// A 64-bit checksum of a block's KV bytes, 8 bytes at a time (a
+// multiply-xorshift mix: not cryptographic, it catches corruption in
+// transit and storage, not an attacker who recomputes it).
+class Checksum {
+ public:
+  void add(const char* p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      mix(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p + i, n - i);
+    mix(tail ^ (static_cast<uint64_t>(n - i) << 56));
+  }
+  uint64_t value() const { return h_ ^ (h_ >> 29); }
+
+ private:
+  void mix(uint64_t w) {
+    h_ = (h_ ^ (w * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL;
+    h_ ^= h_ >> 31;
+  }
+  uint64_t h_ = 0x2545F4914F6CDD1DULL;
+};
 
 // ids and one token more: match_prefix then takes ids' last block when it
 // is full (it always leaves a token to compute).
@@ -76,6 +105,10 @@ class Reader {
 
 
 std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
+  // Without prefix caching nothing is ever findable: an empty export would
+  // look like a prompt not computed yet.
+  SY_CHECK_KIND(cache_.caches_prefixes(), ErrorKind::Unsupported,
+                "KV export: the cache manager keeps no prefix cache, so there are no blocks to export (select 'prefix-caching')");
   const auto layers = static_cast<int32_t>(runner_.key_cache().size());
   SY_CHECK_KIND(runner_.key_cache()[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
                 "KV export: the KV cache is in device memory; export reads host memory only");
@@ -101,11 +134,20 @@ std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
   put(out, h);
   out.append(reinterpret_cast<const char*>(ids.data()), static_cast<size_t>(blocks) * static_cast<size_t>(runner_.block_size()) * sizeof(int32_t));
   for (uint64_t hash : kv_block_hashes(ids.data(), static_cast<int64_t>(blocks) * runner_.block_size(), runner_.block_size())) put(out, hash);
+  const size_t sums_at = out.size();
+  out.append(static_cast<size_t>(blocks) * sizeof(uint64_t), '\0');
   out.reserve(out.size() + static_cast<size_t>(blocks) * static_cast<size_t>(layers) * 2 * bytes_per_block);
-  for (uint32_t b = 0; b < blocks; ++b)
+  for (uint32_t b = 0; b < blocks; ++b) {
+    Checksum sum;
     for (int32_t l = 0; l < layers; ++l)
-      for (const sy_tensor* t : {&runner_.key_cache()[static_cast<size_t>(l)], &runner_.value_cache()[static_cast<size_t>(l)]})
-        out.append(static_cast<const char*>(t->data) + static_cast<size_t>(table[b]) * bytes_per_block, bytes_per_block);
+      for (const sy_tensor* t : {&runner_.key_cache()[static_cast<size_t>(l)], &runner_.value_cache()[static_cast<size_t>(l)]}) {
+        const char* block = static_cast<const char*>(t->data) + static_cast<size_t>(table[b]) * bytes_per_block;
+        sum.add(block, bytes_per_block);
+        out.append(block, bytes_per_block);
+      }
+    const uint64_t v = sum.value();
+    std::memcpy(out.data() + sums_at + b * sizeof(uint64_t), &v, sizeof v);
+  }
   if (cached > 0) cache_.release(seq);
   drain_cache_events();
   return out;
@@ -115,7 +157,8 @@ int32_t StepEngine::import_kv(const std::string& data) {
   Reader r(data);
   SY_CHECK(std::memcmp(r.take(4, "the magic number"), kMagic, 4) == 0, "KV import: not a Switchyard KV export (no SYKV magic)");
   const auto version = r.get<uint32_t>("the version");
-  SY_CHECK(version == kVersion, "KV import: format version " << version << " (this engine reads version " << kVersion << ")");
+  SY_CHECK(version == kVersion, "KV import: format version " << version << " (this engine reads version " << kVersion
+                                                               << (version == 1 ? ", whose blocks carry checksums of their values)" : ")"));
   const auto h = r.get<Header>("the header");
   const auto layers = static_cast<uint32_t>(runner_.key_cache().size());
   Header mine = geometry(runner_.key_cache(), runner_.block_size(), model_.vocab_size());
@@ -135,10 +178,18 @@ int32_t StepEngine::import_kv(const std::string& data) {
   const std::vector<uint64_t> expect = kv_block_hashes(ids.data(), static_cast<int64_t>(n_tokens), runner_.block_size());
   for (uint32_t b = 0; b < h.num_blocks; ++b)
     SY_CHECK(r.get<uint64_t>("the block hashes") == expect[b], "KV import: block " << b << "'s hash does not match its tokens (corrupted data)");
+  std::vector<uint64_t> sums(h.num_blocks);
+  for (uint32_t b = 0; b < h.num_blocks; ++b) sums[b] = r.get<uint64_t>("the block checksums");
   const size_t bytes_per_block = static_cast<size_t>(h.kv_heads) * h.block_size * h.head_dim * dtype_size(static_cast<DType>(h.dtype));
   const size_t payload = static_cast<size_t>(h.num_blocks) * layers * 2 * bytes_per_block;
   SY_CHECK(r.left() == payload, "KV import: " << r.left() << " bytes of KV data, expected " << payload);
   const char* kv = r.take(payload, "the KV data");
+  const size_t block_bytes = static_cast<size_t>(layers) * 2 * bytes_per_block;
+  for (uint32_t b = 0; b < h.num_blocks; ++b) {
+    Checksum sum;  // part by part, as the export added them
+    for (size_t part = 0; part < static_cast<size_t>(layers) * 2; ++part) sum.add(kv + b * block_bytes + part * bytes_per_block, bytes_per_block);
+    SY_CHECK(sum.value() == sums[b], "KV import: block " << b << "'s KV values do not match their checksum (corrupted data)");
+  }
   if (h.num_blocks == 0) return 0;
 
   std::lock_guard<std::mutex> lock(model_mu_);

@@ -405,7 +405,8 @@ SY_API sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_
 /* KV transfer (prefill on one engine, decode on another). sy_kv_export
  * writes the KV of the longest cached prefix of ids (whole blocks; run the
  * prompt first, e.g. with max_tokens 1) in a versioned binary format (the
- * tokens, their block hashes, then the keys and values of every layer),
+ * tokens, their block hashes, a checksum of each block's values, then the
+ * keys and values of every layer; import checks both),
  * up to capacity bytes, and sets *size to its full size (call again with a
  * larger buffer when *size > capacity; zero blocks when nothing is cached).
  * sy_kv_import puts such an export into this engine's prefix cache: a
@@ -413,8 +414,8 @@ SY_API sy_api_status sy_kv_events_poll(sy_engine* engine, int32_t max, const sy_
  * rest. *cached_tokens: the tokens now cached. The two engines must run the
  * same model with the same KV block size and dtype (else
  * SY_API_INVALID_ARGUMENT naming both); SY_API_OUT_OF_MEMORY when the cache
- * has no room; SY_API_UNSUPPORTED without a prefix cache or with KV in
- * device memory. */
+ * has no room; SY_API_UNSUPPORTED (export and import) without a prefix
+ * cache or with KV in device memory. */
 SY_API sy_api_status sy_kv_export(sy_engine* engine, const int32_t* ids, int32_t num_ids, void* out, int64_t capacity, int64_t* size);
 SY_API sy_api_status sy_kv_import(sy_engine* engine, const void* data, int64_t size, int32_t* cached_tokens);
 
