@@ -14,6 +14,8 @@
 
 #include <switchyard/switchyard.h>
 
+#include "openai_binding.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -561,8 +563,14 @@ NB_MODULE(_core, m) {
       .def("kv_events_enable", &Engine::kv_events_enable, "capacity"_a)
       .def("kv_events_poll", &Engine::kv_events_poll, "max"_a = 4096)
       .def("kv_export", &Engine::kv_export, "ids"_a)
-      .def("kv_import", &Engine::kv_import, "data"_a);
+      .def("kv_import", &Engine::kv_import, "data"_a)
+      .def("openai_protocol",
+           [](Engine& e, const std::string& model_name, int max_tokens_limit, int max_n) {
+             return sy::python::make_openai_protocol(e.get(), e.open_flag(), model_name, max_tokens_limit, max_n);
+           },
+           "model_name"_a = "", "max_tokens_limit"_a = 4096, "max_n"_a = 8, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>());
 
+  sy::python::bind_openai(m);
   m.def("block_hashes", &block_hashes, "ids"_a, "block_size"_a);
   m.def("default_manifest", [] { return std::string(sy_default_manifest()); });
 }

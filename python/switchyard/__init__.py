@@ -19,15 +19,18 @@ from ._core import (
     NotFound,
     OutOfMemory,
     PluginFailure,
+    ProtocolError,
     ShuttingDown,
     Unsupported,
     block_hashes,
     default_manifest,
 )
 from .engine import Chunk, Engine, KvEvent, Result, Tokenizer
+from .openai import Answer, OpenAIProtocol
 
 __all__ = [
     "API_VERSION",
+    "Answer",
     "Cancelled",
     "Chunk",
     "Engine",
@@ -35,8 +38,10 @@ __all__ = [
     "InvalidArgument",
     "KvEvent",
     "NotFound",
+    "OpenAIProtocol",
     "OutOfMemory",
     "PluginFailure",
+    "ProtocolError",
     "Result",
     "ShuttingDown",
     "Tokenizer",

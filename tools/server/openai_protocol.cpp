@@ -4,7 +4,9 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <cstdio>
 #include <optional>
+#include <random>
 
 #include "choice_output.h"
 #include "tokenizer_endpoints.h"
@@ -204,6 +206,9 @@ OpenAIProtocol::OpenAIProtocol(sy_engine* e, ProtocolOptions o)
   if (opt_.model_name.empty()) opt_.model_name = sy_engine_model_name(e);
   if (opt_.max_prompt_tokens <= 0) opt_.max_prompt_tokens = sy_engine_max_context(e);
   started_ = static_cast<int64_t>(std::time(nullptr));
+  std::random_device seed_source;
+  next_id_ = (static_cast<uint64_t>(seed_source()) << 32) ^ seed_source();
+  next_seed_ = (static_cast<uint64_t>(seed_source()) << 32) ^ seed_source();
   // The model folder's recommended sampling, as the engine read it.
   const json d = json::parse(sy_engine_sampling_defaults(e));
   if (d.contains("temperature")) defaults_.default_temperature = d["temperature"].get<float>();
@@ -295,6 +300,10 @@ std::string OpenAIProtocol::metrics() const {
   return metrics_.prometheus(m);
 }
 
+std::vector<std::vector<int32_t>> OpenAIProtocol::prompts(const std::string& body, bool chat) const {
+  return parse_request(body, chat, limits(), tokenizer(), chat_renderer()).prompts;
+}
+
 std::shared_ptr<Call> OpenAIProtocol::start(const std::string& body, bool chat) {
   auto call = std::shared_ptr<Call>(new Call());
   call->s_ = std::make_unique<Call::State>();
@@ -305,7 +314,9 @@ std::shared_ptr<Call> OpenAIProtocol::start(const std::string& body, bool chat) 
   st.parsed = parse_request(body, chat, limits(), tokenizer(), chat_renderer());
   const Sampling& s = st.parsed.sampling;
   st.names = std::make_unique<TokenNames>(engine_, s.tokens_as_ids);
-  st.id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(next_id_++));
+  st.id = std::string(chat ? "chatcmpl-" : "cmpl-") + id;
   st.created = static_cast<int64_t>(std::time(nullptr));
   // Prompt logprobs (computed before generation, serialised with the
   // engine's steps) and one ChoiceOutput per prompt and n.

@@ -36,6 +36,9 @@ class OpenAIProtocol {
   // and queues its engine requests. Throws ApiError (400 naming the field,
   // 404 for another model, 503 when the engine cannot take it).
   std::shared_ptr<Call> start(const std::string& body, bool chat);
+  // The token ids of each prompt a request would run, without running it
+  // (a prefill deployment computes them before the decode one starts).
+  std::vector<std::vector<int32_t>> prompts(const std::string& body, bool chat) const;
 
   // The other endpoints' bodies (throw ApiError).
   nlohmann::json models() const;
@@ -67,7 +70,9 @@ class OpenAIProtocol {
   bool has_chat_template_ = false;
   nlohmann::json tokenizer_info_;
   int64_t started_ = 0;
-  std::atomic<uint64_t> next_id_{1}, next_seed_{1000};
+  // Both start at random: unseeded requests and response ids differ
+  // between processes too (replicas of one deployment, restarts).
+  std::atomic<uint64_t> next_id_, next_seed_;
   std::atomic<int> in_flight_{0};
   std::mutex active_mu_;
   std::set<sy_request*> active_;
