@@ -18,12 +18,8 @@ ROUTERS = {
 def _router(name: str, stats_period_s: float) -> RequestRouterConfig:
     if name not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {name!r}")
-    path = ROUTERS[name]
-    module, cls = path.split(":")
-    import importlib
-
-    return RequestRouterConfig(request_router_class=getattr(importlib.import_module(module), cls),
-                               request_routing_stats_period_s=stats_period_s)
+    # By import path: every process that routes imports it itself.
+    return RequestRouterConfig(request_router_class=ROUTERS[name], request_routing_stats_period_s=stats_period_s)
 
 
 def build_app(
@@ -42,6 +38,9 @@ def build_app(
     disaggregated: bool = False,
     prefill_replicas: int = 1,
     stats_period_s: float = 1.0,
+    api_key: Optional[str] = None,
+    max_tokens_limit: int = 4096,
+    max_n: int = 8,
 ):
     """An OpenAI-compatible ingress over engine replicas.
 
@@ -51,10 +50,13 @@ def build_app(
     max_replicas, target_ongoing_requests, ...) instead of num_replicas.
     router: "prefix" (KV-aware) or "round_robin". disaggregated: a prefill
     deployment computes prompts and passes their KV blocks through Ray's
-    object store to the decode deployment.
+    object store to the decode deployment. api_key, max_tokens_limit,
+    max_n: as `switchyard serve`'s --api-key, --max-tokens-limit, --max-n
+    (model_name: its --model-name; "" or None: the model's own name).
     """
     engine_args = {"model": model, "manifest": manifest, "profile": profile, "threads": threads, "tokenizer": tokenizer,
                    "chat_template": chat_template}
+    protocol = {"model_name": model_name or "", "max_tokens_limit": max_tokens_limit, "max_n": max_n}
     scale = {"autoscaling_config": autoscaling} if autoscaling else {"num_replicas": num_replicas}
     replica = serve.deployment(
         SwitchyardReplica,
@@ -74,16 +76,11 @@ def build_app(
             max_ongoing_requests=max_ongoing_requests,
             request_router_config=_router(router, stats_period_s),
             num_replicas=prefill_replicas,
-        ).bind(engine_args)
+        ).bind(engine_args, protocol)
     ingress = serve.deployment(OpenAIIngress, name="OpenAIIngress", ray_actor_options={"num_cpus": 0})
-    return ingress.bind(replica.bind(engine_args), tokenizer or _folder(model), model_name or _stem(model), chat_template, prefill)
-
-
-def _stem(model: str) -> str:
-    import os
-
-    base = os.path.basename(model.rstrip("/"))
-    return base[:-5] if base.endswith(".onnx") else base
+    deployments = ["SwitchyardDecode", "SwitchyardPrefill"] if disaggregated else ["SwitchyardEngine"]
+    return ingress.bind(replica.bind(engine_args, protocol), tokenizer or _folder(model), chat_template, prefill,
+                        api_key=api_key, deployments=deployments)
 
 
 def _folder(model: str) -> str:

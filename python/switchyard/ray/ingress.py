@@ -1,28 +1,32 @@
-"""The OpenAI-compatible ingress of the Ray deployment: /v1/completions and
-/v1/chat/completions (streaming too), /v1/models, /metrics.
+"""The HTTP ingress of the Ray deployment: `switchyard serve`'s API, answered
+by the engine replicas through serve's own protocol (switchyard.OpenAIProtocol).
 
-It tokenizes (a switchyard.Tokenizer: no model in this process), computes
-the prompt's prefix-cache block hashes for the router, and calls the engine
-replicas through a deployment handle. A replica that dies is survived:
-non-streaming requests are retried on another replica (generation has no
-side effects); a stream that already sent text ends with an error event
-saying the request can be retried (a stream that sent nothing is retried).
+The ingress is a door, like serve's HTTP layer: it checks the API key,
+forwards each request (its path and body, untouched) to a replica chosen by
+the router, and sends back what the replica's protocol answered, streamed or
+whole. For the prefix-aware router it estimates the prompt's prefix-cache
+block hashes with the model's tokenizer (a routing hint: a request the
+estimate gets wrong is still answered exactly, only perhaps on a colder
+replica). A replica that dies is survived: non-streaming requests are
+retried on another replica (generation has no side effects); a stream that
+already sent text ends with an error event saying the request can be
+retried (a stream that sent nothing is retried).
 """
 
 import asyncio
-import time
-import uuid
+import json
 from collections import defaultdict
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from ray import serve
 from ray.exceptions import RayActorError
 
 import switchyard
 
-from .openai_protocol import BadRequest, parse, sse, usage
+from .metrics import merge_replica_metrics
+from .registry import live_replica_stats
 
 try:  # newer Ray names it; older ones raise RayActorError subclasses only
     from ray.exceptions import ActorUnavailableError
@@ -30,158 +34,161 @@ except ImportError:  # pragma: no cover
     ActorUnavailableError = RayActorError
 
 REPLICA_GONE = (RayActorError, ActorUnavailableError)
+COMPLETIONS = {"/v1/completions": False, "/v1/chat/completions": True}
+API_PATHS = ("/tokenize", "/detokenize", "/tokenizer_info")
 
 app = FastAPI()
 
 
-def _error(status: int, message: str, param: Optional[str] = None, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": None}}, status_code=status)
+def _error(status: int, message: str, code: Optional[str] = None, kind: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status)
+
+
+def _gone(e: Exception) -> JSONResponse:
+    return _error(503, f"no engine replica could serve the request ({type(e).__name__}); retry it", "replica_unavailable",
+                  "server_error")
+
+
+# (Helpers come before the class: @serve.ingress copies its methods with
+# the module's globals as they are when the class is decorated.)
+
+
+def _streams(body: str) -> bool:
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("stream") is True
+
+
+def _routing_ids(body: bytes, chat: bool, tokenizer: switchyard.Tokenizer) -> List[int]:
+    """The prompt's token ids as far as the ingress can tell (the first
+    prompt; [] when it cannot): only where the request goes depends on it."""
+    try:
+        req = json.loads(body)
+        if chat:
+            messages = [m if not isinstance(m.get("content"), list) else
+                        {**m, "content": "".join(p.get("text", "") for p in m["content"] if isinstance(p, dict))}
+                        for m in req["messages"]]
+            return tokenizer.encode(tokenizer.apply_chat_template(messages, add_generation_prompt=True), add_bos=False)
+        prompt = req["prompt"]
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, list):
+            return [int(t) for t in prompt]
+        return tokenizer.encode(prompt, add_bos=True)
+    except Exception:  # noqa: BLE001 - a hint only; the replica judges the request
+        return []
 
 
 @serve.ingress(app)
 class OpenAIIngress:
-    def __init__(self, engine, tokenizer: str, model_name: str, chat_template: Optional[str] = None, prefill=None,
-                 max_retries: int = 3) -> None:
+    def __init__(self, engine, tokenizer: str, chat_template: Optional[str] = None, prefill=None, max_retries: int = 3,
+                 api_key: Optional[str] = None, deployments: Optional[List[str]] = None) -> None:
         self.engine = engine
         self.prefill = prefill
         self.tokenizer = switchyard.Tokenizer(tokenizer, chat_template)
-        self.model_name = model_name
         self.max_retries = max_retries
+        self.api_key = api_key
+        self.deployments = deployments or ["SwitchyardEngine"]
         self.block_size: Optional[int] = None
-        self.replica_metrics: Dict[str, Dict[str, Any]] = {}
         self.counters = defaultdict(int)
 
-    async def _block_hashes(self, ids):
+    # ---- routing hints
+
+    async def _block_hashes(self, path: str, body: bytes) -> List[int]:
+        if path not in COMPLETIONS:
+            return []
         if self.block_size is None:
             self.block_size = (await self.engine.info.remote())["kv_block_size"]
-        return switchyard.block_hashes(ids, self.block_size) if self.block_size else []
-
-    def _note(self, done: Dict[str, Any]) -> None:
-        self.replica_metrics[done["replica"]] = done["metrics"]
-        self.counters["requests"] += 1
+        ids = _routing_ids(body, COMPLETIONS[path], self.tokenizer)
+        return switchyard.block_hashes(ids, self.block_size) if self.block_size and ids else []
 
     # ---- routes
 
-    @app.get("/v1/models")
-    async def models(self):
-        return {"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "switchyard"}]}
+    @app.get("/health")
+    async def health(self):
+        return {"status": "ok"}
 
     @app.get("/metrics")
     async def metrics(self):
-        lines = []
-        for name in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prompt_tokens_total",
-                     "generation_tokens_total", "prefix_cache_queries_total", "prefix_cache_hits_total", "num_preemptions_total"):
-            kind = "counter" if name.endswith("_total") else "gauge"
-            lines.append(f"# TYPE switchyard:{name} {kind}")
-            for replica, m in sorted(self.replica_metrics.items()):
-                lines.append(f'switchyard:{name}{{replica="{replica}"}} {m[name]}')
-        for name in ("requests", "retries", "streams_failed"):
-            lines.append(f"# TYPE switchyard:ingress_{name}_total counter")
-            lines.append(f"switchyard:ingress_{name}_total {self.counters[name]}")
-        return PlainTextResponse("\n".join(lines) + "\n")
+        replicas = {}
+        for deployment in self.deployments:
+            for replica, stats in live_replica_stats(deployment).items():
+                if stats.get("metrics"):
+                    replicas[replica] = stats["metrics"]
+        ingress = {f"switchyard:ingress_{name}_total": self.counters[name] for name in ("requests", "retries", "streams_failed")}
+        return PlainTextResponse(merge_replica_metrics(replicas, ingress), media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/completions")
-    async def completions(self, request: Request):
-        return await self._handle(request, chat=False)
-
-    @app.post("/v1/chat/completions")
-    async def chat_completions(self, request: Request):
-        return await self._handle(request, chat=True)
-
-    async def _handle(self, request: Request, chat: bool):
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def api(self, path: str, request: Request):
+        path = "/" + path
+        if not (path.startswith("/v1/") or path in API_PATHS):
+            return _error(404, "no such endpoint", "not_found")
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            missing = "authorization" not in request.headers
+            return _error(401, "Missing API key: send 'Authorization: Bearer <key>'" if missing else "Incorrect API key provided",
+                          "invalid_api_key")
+        body = (await request.body()).decode("utf-8", errors="replace")
+        self.counters["requests"] += 1
+        hashes = await self._block_hashes(path, body.encode())
+        if path in COMPLETIONS and _streams(body):
+            return await self._stream(path, body, hashes)
         try:
-            body = await request.json()
-        except Exception:
-            return _error(400, "the request body is not JSON")
-        try:
-            p = parse(body, chat, self.tokenizer)
-        except BadRequest as e:
-            return _error(400, str(e), e.param)
-        hashes = await self._block_hashes(p.ids)
-        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        if p.stream:
-            return StreamingResponse(self._stream(rid, chat, p, hashes), media_type="text/event-stream")
-        try:
-            done = await self._generate(p, hashes)
-        except switchyard.Error as e:
-            return _error(400, str(e))
+            done = await self._with_retries(lambda prefilled: self.engine.openai.remote(request.method, path, body, block_hashes=hashes,
+                                                                                       prefilled=prefilled), path, body, hashes)
         except REPLICA_GONE as e:
-            return _error(503, f"no engine replica could serve the request ({type(e).__name__}); retry it", kind="server_error")
-        self._note(done)
-        created = int(time.time())
-        if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": done["text"]}, "finish_reason": done["finish_reason"]}
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": done["text"], "finish_reason": done["finish_reason"], "logprobs": None}
-            obj = "text_completion"
-        out = {"id": rid, "object": obj, "created": created, "model": self.model_name, "choices": [choice], "usage": usage(done)}
-        extra = {"replica": done["replica"]}
-        if "disaggregation" in done:
-            extra["disaggregation"] = done["disaggregation"]
-        out["switchyard"] = extra
-        return JSONResponse(out, headers={"x-switchyard-replica": done["replica"]})
+            return _gone(e)
+        headers = {"x-switchyard-replica": done["replica"]}
+        content = done["body"]
+        if done["status"] == 200 and path in COMPLETIONS:
+            # Where it ran, beside OpenAI's fields (clients keep unknown members).
+            out = json.loads(content)
+            out["switchyard"] = {"replica": done["replica"], **({"disaggregation": done["disaggregation"]} if "disaggregation" in done else {})}
+            content = json.dumps(out)
+        return Response(content, status_code=done["status"], media_type=done["media_type"], headers=headers)
 
-    async def _generate(self, p, hashes) -> Dict[str, Any]:
+    async def _prefilled(self, path: str, body: str, hashes) -> Any:
+        if self.prefill is None or path not in COMPLETIONS:
+            return None
+        return self.prefill.prefill.remote(path, body, block_hashes=hashes)
+
+    async def _with_retries(self, call, path: str, body: str, hashes) -> Dict[str, Any]:
         for attempt in range(self.max_retries + 1):
             try:
-                if self.prefill is not None:
-                    prefilled = self.prefill.prefill.remote(p.ids, p.params, block_hashes=hashes)
-                    return await self.engine.decode.remote(p.ids, p.params, prefilled, block_hashes=hashes)
-                return await self.engine.generate.remote(p.ids, p.params, block_hashes=hashes)
+                return await call(await self._prefilled(path, body, hashes))
             except REPLICA_GONE:
                 if attempt == self.max_retries:
                     raise
                 self.counters["retries"] += 1
                 await asyncio.sleep(0.2 * (attempt + 1))
 
-    async def _stream(self, rid: str, chat: bool, p, hashes):
-        created = int(time.time())
-        obj = "chat.completion.chunk" if chat else "text_completion"
-
-        def chunk(text: Optional[str], finish: Optional[str] = None, role: bool = False) -> Dict[str, Any]:
-            if chat:
-                delta = {"role": "assistant", "content": ""} if role else ({"content": text} if text is not None else {})
-                c = {"index": 0, "delta": delta, "finish_reason": finish}
-            else:
-                c = {"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}
-            return {"id": rid, "object": obj, "created": created, "model": self.model_name, "choices": [c]}
-
-        if chat:
-            yield sse(chunk(None, role=True))
-        sent = False
+    async def _stream(self, path: str, body: str, hashes):
+        # The replica's first item says whether the request was accepted: a
+        # refused one is an error response, not a stream.
         for attempt in range(self.max_retries + 1):
             try:
-                if self.prefill is not None:
-                    prefilled = self.prefill.prefill.remote(p.ids, p.params, block_hashes=hashes)
-                    gen = self.engine.options(stream=True).decode_stream.remote(p.ids, p.params, prefilled, block_hashes=hashes)
-                else:
-                    gen = self.engine.options(stream=True).stream.remote(p.ids, p.params, block_hashes=hashes)
-                async for piece in gen:
-                    if piece["text"]:
-                        sent = True
-                        yield sse(chunk(piece["text"]))
-                    if "done" in piece:
-                        done = piece["done"]
-                        self._note(done)
-                        yield sse(chunk(None if chat else "", done["finish_reason"]))
-                        if p.include_usage:
-                            u = {"id": rid, "object": obj, "created": created, "model": self.model_name, "choices": [],
-                                 "usage": usage(done), "switchyard": {"replica": done["replica"]}}
-                            yield sse(u)
-                        yield "data: [DONE]\n\n"
-                        return
-                return
+                prefilled = await self._prefilled(path, body, hashes)
+                gen = self.engine.options(stream=True).openai_stream.remote(path, body, block_hashes=hashes, prefilled=prefilled)
+                head = await gen.__anext__()
+                break
             except REPLICA_GONE as e:
-                if not sent and attempt < self.max_retries:
-                    self.counters["retries"] += 1
-                    await asyncio.sleep(0.2 * (attempt + 1))
-                    continue
-                self.counters["streams_failed"] += 1
-                yield sse({"error": {"message": f"the engine replica serving this stream went away ({type(e).__name__}) after "
-                                                "part of the output was sent; the request is safe to retry",
-                                     "type": "server_error", "code": "replica_unavailable", "retriable": True}})
-                return
-            except switchyard.Error as e:
-                yield sse({"error": {"message": str(e), "type": "invalid_request_error", "code": None}})
-                return
+                if attempt == self.max_retries:
+                    return _gone(e)
+                self.counters["retries"] += 1
+                await asyncio.sleep(0.2 * (attempt + 1))
+        headers = {"x-switchyard-replica": head["replica"], "Cache-Control": "no-cache"}
+        if "body" in head:
+            return Response(head["body"], status_code=head["status"], media_type=head["media_type"], headers=headers)
+        return StreamingResponse(self._events(gen), media_type="text/event-stream", headers=headers)
+
+    async def _events(self, gen):
+        try:
+            async for item in gen:
+                yield item["events"]
+        except REPLICA_GONE as e:
+            self.counters["streams_failed"] += 1
+            err = {"error": {"message": f"the engine replica serving this stream went away ({type(e).__name__}) after part of the "
+                                        "output was sent; the request is safe to retry",
+                             "type": "server_error", "code": "replica_unavailable", "retriable": True}}
+            yield f"data: {json.dumps(err)}\n\n"

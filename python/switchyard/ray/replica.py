@@ -1,8 +1,11 @@
-"""One engine per Ray Serve replica.
+"""One engine per Ray Serve replica, answering through `switchyard serve`'s
+own OpenAI protocol (switchyard.OpenAIProtocol): the deployment's API is
+serve's, field for field.
 
 The replica keeps the set of block hashes its prefix cache holds, from the
 engine's KV-cache events, and reports it to routers through Ray Serve's
-routing stats (record_routing_stats), with its queue depth and KV usage.
+routing stats (record_routing_stats), with its queue depth, KV usage and
+its Prometheus metrics (the ingress's /metrics shows them per replica).
 """
 from __future__ import annotations
 
@@ -24,11 +27,14 @@ def _replica_name() -> str:
 
 class SwitchyardReplica:
     """engine: switchyard.Engine's arguments (model, manifest, profile,
-    threads, tokenizer, chat_template). max_reported_blocks bounds the hashes
-    sent to routers (the most recently stored ones)."""
+    threads, tokenizer, chat_template). protocol: switchyard.OpenAIProtocol's
+    (model_name, max_tokens_limit, max_n). max_reported_blocks bounds the
+    hashes sent to routers (the most recently stored ones)."""
 
-    def __init__(self, engine: Dict[str, Any], max_reported_blocks: int = 65536) -> None:
+    def __init__(self, engine: Dict[str, Any], protocol: Optional[Dict[str, Any]] = None,
+                 max_reported_blocks: int = 65536) -> None:
         self.engine = switchyard.Engine(**engine)
+        self.protocol = switchyard.OpenAIProtocol(self.engine, **(protocol or {}))
         self.name = _replica_name()
         self.max_reported = max_reported_blocks
         self.cached: "OrderedDict[int, None]" = OrderedDict()
@@ -55,99 +61,83 @@ class SwitchyardReplica:
                 self.cached.clear()
                 self.engine.enable_kv_events()  # starts over with a snapshot
 
-    def _metrics(self) -> Dict[str, Any]:
-        m = self.engine.metrics()
-        total = m["kv_blocks_total"] or 1
-        return {
-            "num_requests_running": m["running"],
-            "num_requests_waiting": m["waiting"],
-            "kv_cache_usage_perc": m["kv_blocks_used"] / total,
-            "prompt_tokens_total": m["prompt_tokens"],
-            "generation_tokens_total": m["generated_tokens"],
-            "prefix_cache_queries_total": m["prompt_tokens"],
-            "prefix_cache_hits_total": m["cached_tokens"],
-            "num_preemptions_total": m["preemptions"],
-        }
-
     # ---- Ray Serve hooks
 
     def record_routing_stats(self) -> Dict[str, Any]:
         self._drain_events()
-        hashes = list(self.cached)[-self.max_reported:]
-        m = self._metrics()
+        m = self.engine.metrics()
         return {
             "replica": self.name,
-            "block_hashes": hashes,
-            "queue_depth": m["num_requests_running"] + m["num_requests_waiting"],
-            "kv_cache_usage_perc": m["kv_cache_usage_perc"],
+            "block_hashes": list(self.cached)[-self.max_reported:],
+            "queue_depth": m["running"] + m["waiting"],
+            "kv_cache_usage_perc": m["kv_blocks_used"] / (m["kv_blocks_total"] or 1),
+            "metrics": self.protocol.metrics(),
         }
 
     def check_health(self) -> None:
         self.engine.metrics()  # raises once the engine is gone
 
-    # ---- requests (block_hashes: read by the router, not here)
-
     def info(self) -> Dict[str, Any]:
-        return {"kv_block_size": self.engine.kv_block_size, "model": self.engine.model_name, "replica": self.name}
+        return {"kv_block_size": self.engine.kv_block_size, "model": self.protocol.model_name, "replica": self.name}
 
-    def _done(self, result: switchyard.Result, extra: Optional[Dict] = None) -> Dict[str, Any]:
+    # ---- the OpenAI API (block_hashes: read by the router, not here)
+
+    async def openai(self, method: str, path: str, body: str, block_hashes: Optional[List[int]] = None,
+                     prefilled: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """The answer to one request: status, body, media_type, replica."""
+        extra = self._import(prefilled) if prefilled is not None else None
+        answer = await self.protocol.answer(method, path, body)
         self._drain_events()
-        out = {
-            "text": result.text,
-            "token_ids": result.token_ids,
-            "finish_reason": result.finish_reason,
-            "prompt_tokens": result.prompt_tokens,
-            "completion_tokens": result.completion_tokens,
-            "cached_tokens": result.cached_tokens,
-            "ttft_ms": result.ttft_ms,
-            "error": result.error,
-            "replica": self.name,
-            "metrics": self._metrics(),
-        }
-        out.update(extra or {})
+        out = {"status": answer.status, "body": answer.body, "media_type": answer.media_type, "replica": self.name}
+        if extra is not None:
+            out["disaggregation"] = extra
         return out
 
-    async def generate(self, ids: List[int], params: Dict[str, Any], block_hashes: Optional[List[int]] = None) -> Dict[str, Any]:
-        return self._done(await self.engine.agenerate(ids, **params))
-
-    async def stream(self, ids: List[int], params: Dict[str, Any], block_hashes: Optional[List[int]] = None) -> AsyncIterator[Dict]:
-        async for chunk in self.engine.astream(ids, **params):
-            if chunk.result is not None:
-                yield {"text": chunk.text, "done": self._done(chunk.result)}
-            else:
-                yield {"text": chunk.text}
+    async def openai_stream(self, path: str, body: str, block_hashes: Optional[List[int]] = None,
+                            prefilled: Optional[Dict[str, Any]] = None) -> AsyncIterator[Dict[str, Any]]:
+        """A streamed request: first {status, replica} (with the error body
+        when it is refused), then {"events": server-sent events text}."""
+        extra = self._import(prefilled) if prefilled is not None else None
+        answer = await self.protocol.answer("POST", path, body)
+        head = {"status": answer.status, "replica": self.name, "media_type": answer.media_type}
+        if extra is not None:
+            head["disaggregation"] = extra
+        if answer.events is None:
+            yield {**head, "body": answer.body}
+            return
+        yield head
+        async for text in answer.events:
+            yield {"events": text}
+        self._drain_events()
 
     # ---- prefill/decode disaggregation
 
-    async def prefill(self, ids: List[int], params: Dict[str, Any], block_hashes: Optional[List[int]] = None) -> Dict[str, Any]:
-        """Computes the prompt (one token) and returns its KV blocks."""
+    async def prefill(self, path: str, body: str, block_hashes: Optional[List[int]] = None) -> Dict[str, Any]:
+        """Computes the request's prompts (one token each) and returns their
+        KV blocks. A request the protocol refuses moves nothing: the decode
+        replica answers it with the same error."""
         start = time.perf_counter()
-        first = await self.engine.agenerate(ids, **{**params, "max_tokens": 1})
-        kv = self.engine.export_kv(ids)
+        try:
+            prompts = self.protocol.prompts(path, body)
+        except switchyard.ProtocolError:
+            prompts = []
+        blobs, seen = [], set()
+        for ids in prompts:
+            if tuple(ids) in seen or not ids:
+                continue
+            seen.add(tuple(ids))
+            await self.engine.agenerate(ids, max_tokens=1, temperature=0.0)
+            blobs.append(self.engine.export_kv(ids))
         self._drain_events()
-        return {"kv": kv, "prefill_ms": (time.perf_counter() - start) * 1000, "ttft_ms": first.ttft_ms, "replica": self.name}
+        return {"kv": blobs, "prefill_ms": (time.perf_counter() - start) * 1000, "replica": self.name}
 
     def _import(self, prefilled: Dict[str, Any]) -> Dict[str, Any]:
         start = time.perf_counter()
-        cached = self.engine.import_kv(prefilled["kv"]) if prefilled["kv"] else 0
+        imported = sum(self.engine.import_kv(kv) for kv in prefilled["kv"])
         return {
-            "kv_bytes": len(prefilled["kv"]),
+            "kv_bytes": sum(len(kv) for kv in prefilled["kv"]),
             "kv_import_ms": (time.perf_counter() - start) * 1000,
-            "imported_tokens": cached,
+            "imported_tokens": imported,
             "prefill_ms": prefilled["prefill_ms"],
             "prefill_replica": prefilled["replica"],
         }
-
-    async def decode(self, ids: List[int], params: Dict[str, Any], prefilled: Dict[str, Any],
-                     block_hashes: Optional[List[int]] = None) -> Dict[str, Any]:
-        extra = self._import(prefilled)
-        return self._done(await self.engine.agenerate(ids, **params), {"disaggregation": extra})
-
-    async def decode_stream(self, ids: List[int], params: Dict[str, Any], prefilled: Dict[str, Any],
-                            block_hashes: Optional[List[int]] = None) -> AsyncIterator[Dict]:
-        extra = self._import(prefilled)
-        async for chunk in self.engine.astream(ids, **params):
-            if chunk.result is not None:
-                yield {"text": chunk.text, "done": self._done(chunk.result, {"disaggregation": extra})}
-            else:
-                yield {"text": chunk.text}

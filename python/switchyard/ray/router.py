@@ -7,9 +7,16 @@ KV-cache events, through routing stats, refreshed every
 request_routing_stats_period_s) and, in between, the requests it routed
 itself (a replica that was sent a prompt will have its blocks by the time a
 follow-up arrives). The ingress puts the prompt's block hashes in the
-request's `block_hashes` keyword argument. A replica more than
-`imbalance_threshold` requests busier than the least busy one loses its
-affinity, so one hot prefix cannot pile everything onto one replica.
+request's `block_hashes` keyword argument. A replica loses its affinity
+once it is busier than the least busy one by imbalance_threshold requests
+and by as many again as that one has: one hot prefix cannot pile everything
+onto one replica, and a new replica (autoscaled, or restarting after a
+failure) takes work as soon as the others queue for it; once it has run the
+prefix it competes for it on equal terms.
+
+Both routers register themselves (registry.py, per deployment name), so the
+ingress's /metrics shows exactly the replicas they route to: a replica that
+died or was scaled away leaves the page with it.
 
 RoundRobinRouter is the baseline to compare against.
 """
@@ -21,6 +28,12 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Set
 
 from ray.serve.request_router import FIFOMixin, PendingRequest, ReplicaID, RequestRouter, RunningReplica
+
+
+def _register(router: RequestRouter) -> None:
+    import switchyard.ray.registry  # by name: see registry.py
+
+    switchyard.ray.registry.register(router)
 
 
 class _InFlight:
@@ -63,7 +76,8 @@ class _InFlight:
 
 
 class PrefixAwareRouter(FIFOMixin, RequestRouter):
-    def initialize_state(self, imbalance_threshold: int = 16, max_routed_blocks: int = 1 << 20, **kwargs) -> None:
+    def initialize_state(self, imbalance_threshold: int = 4, max_routed_blocks: int = 1 << 20, **kwargs) -> None:
+        _register(self)
         self.imbalance_threshold = imbalance_threshold
         self.max_routed_blocks = max_routed_blocks
         self.inflight = _InFlight()
@@ -97,10 +111,11 @@ class PrefixAwareRouter(FIFOMixin, RequestRouter):
             return []
         hashes = (pending_request.kwargs.get("block_hashes") if pending_request is not None else None) or []
         least = min(self.inflight.depth(r) for r in candidate_replicas)
+        limit = least + max(self.imbalance_threshold, least)
 
         def key(r: RunningReplica):
             matched = self._matched_blocks(r, hashes)
-            if self.inflight.depth(r) > least + self.imbalance_threshold:
+            if self.inflight.depth(r) >= limit:
                 matched = 0  # too busy to keep its affinity
             return (-matched, self.inflight.depth(r), r.replica_id.unique_id)
 
@@ -134,6 +149,7 @@ class PrefixAwareRouter(FIFOMixin, RequestRouter):
 
 class RoundRobinRouter(FIFOMixin, RequestRouter):
     def initialize_state(self, **kwargs) -> None:
+        _register(self)
         self.turn = itertools.count()
 
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],

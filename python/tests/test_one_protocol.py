@@ -1,0 +1,178 @@
+"""One client test file for both doors: `switchyard serve` and the Ray Serve
+deployment answer through the same protocol code, so every request here
+must get the same answer from both (ids and timestamps aside), and every
+check runs against each door."""
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+pytest.importorskip("ray")
+openai = pytest.importorskip("openai")
+
+from conftest import API_KEY, has_grammar  # noqa: E402
+
+MODEL = "stories260K"
+
+
+@pytest.fixture(params=["serve", "ray"])
+def door(request, direct, cluster):
+    """(openai client, base URL ending in /v1) of one door."""
+    client = direct if request.param == "serve" else cluster["prefix"]
+    return client, str(client.base_url).rstrip("/")
+
+
+def post(base: str, path: str, body, key: str = API_KEY):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+    req = urllib.request.Request(base + path, data=data, headers={**headers, "Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def merged_stream(text: str):
+    """What a stream says, whatever its chunking (which follows timing):
+    per choice the text, content, tool calls and logprob tokens joined, the
+    finish reason; the usage; whether it ended with [DONE]."""
+    choices, usage, done = {}, None, False
+    for event in text.split("\n\n"):
+        if not event.startswith("data: "):
+            continue
+        payload = event[len("data: "):]
+        if payload == "[DONE]":
+            done = True
+            continue
+        j = json.loads(payload)
+        usage = j.get("usage") or usage
+        for c in j.get("choices", []):
+            m = choices.setdefault(c["index"], {"text": "", "content": "", "calls": {}, "tokens": [], "finish": None})
+            m["text"] += c.get("text") or ""
+            delta = c.get("delta") or {}
+            m["content"] += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                f = m["calls"].setdefault(call["index"], {"name": "", "arguments": ""})
+                f["name"] += (call.get("function") or {}).get("name") or ""
+                f["arguments"] += (call.get("function") or {}).get("arguments") or ""
+            lp = c.get("logprobs") or {}
+            m["tokens"] += lp.get("tokens") or [x["token"] for x in lp.get("content") or []]
+            m["finish"] = c.get("finish_reason") or m["finish"]
+    return {"choices": choices, "usage": usage, "done": done}
+
+
+def comparable(text: str):
+    """A response without what differs between any two answers: ids,
+    timestamps, where it ran, and how a stream was cut into chunks."""
+    if text.startswith("data: "):
+        return merged_stream(text)
+    j = json.loads(text)
+    for key in ("id", "created", "switchyard", "system_fingerprint"):
+        if isinstance(j, dict):
+            j.pop(key, None)
+    for choice in j.get("choices", []) if isinstance(j, dict) else []:
+        for call in (choice.get("message") or choice.get("delta") or {}).get("tool_calls") or []:
+            call.pop("id", None)  # random per call
+    return j
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}}}
+
+# Requests whose answers are deterministic (greedy or seeded): each door
+# must give the same body.
+SAME = [
+    ("/completions", {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "logprobs": 3}),
+    ("/completions", {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 0, "echo": True, "logprobs": 1}),
+    ("/completions", {"model": MODEL, "prompt": ["Lily went", "Tom saw"], "max_tokens": 8, "n": 2, "seed": 7, "temperature": 0.8}),
+    ("/completions", {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0, "stop": [" the"],
+                      "logit_bias": {"300": -100}}),
+    ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Tell me about a dog."}], "max_tokens": 24,
+                           "temperature": 0, "logprobs": True, "top_logprobs": 2}),
+    ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "A name"}], "max_tokens": 40, "temperature": 0,
+                           "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {
+                               "type": "object", "properties": {"name": {"type": "string", "maxLength": 8}},
+                               "required": ["name"]}}}}),
+    ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 60,
+                           "temperature": 0, "tools": [WEATHER], "tool_choice": "required"}),
+    ("/completions", {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 10, "temperature": 0, "stream": True,
+                      "stream_options": {"include_usage": True}, "logprobs": 1}),
+    ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Weather in Oslo?"}], "max_tokens": 60,
+                           "temperature": 0, "tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+                           "stream": True}),
+]
+
+
+@pytest.mark.parametrize("path,body", SAME, ids=[f"{p}#{i}" for i, (p, _) in enumerate(SAME)])
+def test_both_doors_give_the_same_answer(direct, cluster, path, body):
+    if ("response_format" in body or "tool_choice" in body) and not has_grammar():
+        pytest.skip("structured output needs the grammar plugin (a build with xgrammar)")
+    answers = {}
+    for name, client in (("serve", direct), ("ray", cluster["prefix"])):
+        answers[name] = post(str(client.base_url).rstrip("/"), path, body)
+    assert answers["serve"][0] == 200, answers["serve"][1][:500]
+    assert answers["ray"][0] == answers["serve"][0], answers["ray"][1][:500]
+    assert comparable(answers["ray"][1]) == comparable(answers["serve"][1])
+
+
+# Requests each door refuses the same way: status, message, param.
+REFUSED = [
+    ("/completions", {"model": "gpt-4o", "prompt": "x"}, 404, "gpt-4o"),
+    ("/completions", {"model": MODEL, "prompt": "x", "max_tokens": 100000}, 400, "max_tokens"),
+    ("/completions", {"model": MODEL, "prompt": "x", "best_of": 3}, 400, "best_of"),
+    ("/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, "wizard"),
+    ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "n": 99}, 400, "n"),
+    ("/completions", "{not json", 400, "JSON"),
+]
+
+
+@pytest.mark.parametrize("path,body,status,names", REFUSED, ids=[f"{s}-{n}" for _, _, s, n in REFUSED])
+def test_both_doors_refuse_the_same_way(direct, cluster, path, body, status, names):
+    got = {name: post(str(c.base_url).rstrip("/"), path, body) for name, c in (("serve", direct), ("ray", cluster["prefix"]))}
+    assert got["serve"][0] == status, got["serve"]
+    assert names in got["serve"][1]
+    assert got["ray"][0] == status and json.loads(got["ray"][1]) == json.loads(got["serve"][1]), got["ray"]
+
+
+def test_the_api_key_guards_every_door(door):
+    client, base = door
+    assert post(base, "/completions", {"model": MODEL, "prompt": "x"}, key=None)[0] == 401
+    status, text = post(base, "/completions", {"model": MODEL, "prompt": "x"}, key="wrong")
+    assert status == 401 and "Incorrect API key" in text
+    bad = openai.OpenAI(base_url=base, api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+
+
+def test_unseeded_sampling_differs_between_requests(door):
+    client, _ = door
+    texts = {client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=24, temperature=1.0).choices[0].text
+             for _ in range(4)}
+    assert len(texts) > 1, texts
+
+
+def test_models_and_tokenizer_endpoints(door, direct):
+    client, base = door
+    assert [m.id for m in client.models.list().data] == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+    root = base[: -len("/v1")]
+    status, text = post(root, "/tokenize", {"prompt": "Once upon a time"})
+    assert status == 200
+    tokens = json.loads(text)["tokens"]
+    assert json.loads(post(root, "/detokenize", {"tokens": tokens})[1])["prompt"].endswith("Once upon a time")
+    serve_root = str(direct.base_url).rstrip("/")[: -len("/v1")]
+    assert json.loads(post(serve_root, "/tokenize", {"prompt": "Once upon a time"})[1])["tokens"] == tokens
+
+
+def test_a_stream_carries_what_the_whole_answer_says(door):
+    client, _ = door
+    kw = dict(model=MODEL, prompt="Lily and Tom", max_tokens=20, temperature=0, logprobs=2)
+    whole = client.completions.create(**kw)
+    chunks = list(client.completions.create(stream=True, **kw))
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == whole.choices[0].text
+    streamed = [lp for c in chunks if c.choices and c.choices[0].logprobs for lp in c.choices[0].logprobs.tokens]
+    assert streamed == whole.choices[0].logprobs.tokens
