@@ -176,3 +176,15 @@ def test_a_stream_carries_what_the_whole_answer_says(door):
     assert "".join(c.choices[0].text for c in chunks if c.choices) == whole.choices[0].text
     streamed = [lp for c in chunks if c.choices and c.choices[0].logprobs for lp in c.choices[0].logprobs.tokens]
     assert streamed == whole.choices[0].logprobs.tokens
+
+
+def test_echo_offsets_point_into_the_echoed_text(door):
+    """BOS adds nothing to the text, and the first piece's dummy-prefix
+    space is not in the prompt as given: offsets count what the text has."""
+    client, _ = door
+    r = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=6, temperature=0, echo=True, logprobs=1)
+    c = r.choices[0]
+    tokens, offsets = c.logprobs.tokens, c.logprobs.text_offset
+    assert c.text.startswith("Once upon a time") and offsets[:2] == [0, 0], (tokens, offsets)
+    for t, at in list(zip(tokens, offsets))[2:]:
+        assert c.text[at:at + len(t)] == t, (t, at, c.text)

@@ -114,10 +114,28 @@ std::string ChoiceOutput::finish_reason(size_t calls) const {
   return reason;
 }
 
+// The echoed prompt's tokens, their offsets read against the text echoed:
+// a SentencePiece tokenizer's first piece carries a space (its dummy
+// prefix) that the text does not have.
 void ChoiceOutput::add_prompt(CompletionLogprobs& out) const {
   if (!prompt_lps_) return;
-  for (size_t i = 0; i < prompt_.size(); ++i)
-    out.add(names_, prompt_[i], i == 0 ? std::nullopt : std::optional<Logprobs>(prompt_lps_->positions[i - 1]));
+  size_t at = 0;  // bytes of prompt_text_ matched so far
+  for (size_t i = 0; i < prompt_.size(); ++i) {
+    std::optional<size_t> chars;
+    const size_t n = names_.text_chars(prompt_[i]);
+    if (n > 0) {
+      const std::string b = names_.bytes(prompt_[i]);
+      if (prompt_text_.compare(at, b.size(), b) == 0) {
+        at += b.size();
+      } else if (b[0] == ' ' && prompt_text_.compare(at, b.size() - 1, b, 1) == 0) {
+        at += b.size() - 1;
+        chars = n - 1;
+      } else {
+        at += b.size();  // text the tokenizer normalised: counted as its bytes
+      }
+    }
+    out.add(names_, prompt_[i], i == 0 ? std::nullopt : std::optional<Logprobs>(prompt_lps_->positions[i - 1]), chars);
+  }
 }
 
 json ChoiceOutput::completion_logprobs() const {
@@ -198,7 +216,7 @@ std::vector<json> ChoiceOutput::deltas() {
       if (s_.logprobs && !s_.chat) {
         CompletionLogprobs one(stream_offset_);
         one.add(names_, ids_[i], lps_[i]);
-        stream_offset_ += utf8_chars(names_.bytes(ids_[i]));
+        stream_offset_ += names_.text_chars(ids_[i]);
         lp = one.to_json();
       }
       if (pieces_[i].empty() && !s_.token_ids && lp.is_null()) continue;

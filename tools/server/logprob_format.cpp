@@ -32,6 +32,24 @@ std::string TokenNames::name(int32_t token) const {
   return out;
 }
 
+// A token is special when the text leaves it out: decoding it alone with
+// and without skipping special tokens differs.
+bool TokenNames::special(int32_t token) const {
+  if (auto it = special_.find(token); it != special_.end()) return it->second;
+  bool is = false;
+  if (const sy_tokenizer* tok = sy_engine_tokenizer(engine_)) {
+    char kept[256], skipped[256];
+    int64_t n_kept = 0, n_skipped = 0;
+    if (sy_tokenizer_decode(tok, &token, 1, 0, kept, sizeof kept, &n_kept) == SY_API_OK &&
+        sy_tokenizer_decode(tok, &token, 1, 1, skipped, sizeof skipped, &n_skipped) == SY_API_OK)
+      is = n_kept != n_skipped;
+  }
+  special_[token] = is;
+  return is;
+}
+
+size_t TokenNames::text_chars(int32_t token) const { return special(token) ? 0 : utf8_chars(bytes(token)); }
+
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -72,10 +90,10 @@ json chat_logprob(const TokenNames& names, int32_t token, const Logprobs& lp) {
   return {{"token", names.name(token)}, {"logprob", lp.logprob}, {"bytes", bytes_json(names.bytes(token))}, {"top_logprobs", top}};
 }
 
-void CompletionLogprobs::add(const TokenNames& names, int32_t token, const std::optional<Logprobs>& lp) {
+void CompletionLogprobs::add(const TokenNames& names, int32_t token, const std::optional<Logprobs>& lp, std::optional<size_t> chars) {
   tokens_.push_back(names.name(token));
   offsets_.push_back(offset_);
-  offset_ += utf8_chars(names.bytes(token));
+  offset_ += chars ? *chars : names.text_chars(token);
   if (!lp) {
     logprobs_.push_back(nullptr);
     top_.push_back(nullptr);

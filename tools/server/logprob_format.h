@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -28,10 +29,15 @@ class TokenNames {
   TokenNames(const sy_engine* engine, bool as_ids) : engine_(engine), as_ids_(as_ids) {}
   std::string bytes(int32_t token) const;  // what the token adds to the text
   std::string name(int32_t token) const;
+  // Characters the token adds to a choice's text: none for a special
+  // token (BOS, EOS, a template's markers), which the text leaves out.
+  size_t text_chars(int32_t token) const;
 
  private:
+  bool special(int32_t token) const;
   const sy_engine* engine_;
   bool as_ids_;
+  mutable std::unordered_map<int32_t, bool> special_;
 };
 
 bool valid_utf8(const std::string& s);
@@ -47,8 +53,9 @@ class CompletionLogprobs {
  public:
   explicit CompletionLogprobs(size_t first_offset = 0) : offset_(first_offset) {}
   // A token with its logprob; nullopt: the prompt's first token, which has
-  // none (echo).
-  void add(const TokenNames& names, int32_t token, const std::optional<Logprobs>& lp);
+  // none (echo). chars: what it adds to the text, when the caller knows
+  // better than its bytes (an echoed prompt's dummy-prefix space).
+  void add(const TokenNames& names, int32_t token, const std::optional<Logprobs>& lp, std::optional<size_t> chars = std::nullopt);
   nlohmann::json to_json() const;
   bool empty() const { return tokens_.empty(); }
 
