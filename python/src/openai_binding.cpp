@@ -59,8 +59,8 @@ void bind_openai(nb::module_& m) {
       .def("next_events", &OpenAICallHandle::next_events, "wait_ms"_a = 100);
 
   nb::class_<OpenAIProtocolHandle>(m, "OpenAIProtocol")
-      .def("start", &OpenAIProtocolHandle::start, "body"_a, "chat"_a, nb::rv_policy::take_ownership)
-      .def("prompts", &OpenAIProtocolHandle::prompts, "body"_a, "chat"_a)
+      .def("start", &OpenAIProtocolHandle::start, "body"_a, "endpoint"_a, nb::rv_policy::take_ownership)
+      .def("prompts", &OpenAIProtocolHandle::prompts, "body"_a, "endpoint"_a)
       .def("models", &OpenAIProtocolHandle::models)
       .def("model", &OpenAIProtocolHandle::model, "id"_a)
       .def("tokenize", &OpenAIProtocolHandle::tokenize, "body"_a)

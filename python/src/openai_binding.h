@@ -23,8 +23,15 @@ inline void check_open(const std::shared_ptr<bool>& open) {
 }
 
 inline std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+inline server::Endpoint endpoint_of(const std::string& name) {
+  if (name == "completions") return server::Endpoint::completions;
+  if (name == "chat") return server::Endpoint::chat;
+  if (name == "responses") return server::Endpoint::responses;
+  throw server::ApiError{404, "no such endpoint: " + name, "invalid_request_error", "", "not_found"};
+}
 }  // namespace detail
 using detail::check_open;
+using detail::endpoint_of;
 using detail::dump;
 namespace nb = nanobind;
 
@@ -66,19 +73,22 @@ class OpenAIProtocolHandle {
  public:
   OpenAIProtocolHandle(sy_engine* e, std::shared_ptr<bool> open, server::ProtocolOptions o)
       : open_(std::move(open)), p_(e, std::move(o)) {}
-  OpenAICallHandle* start(const std::string& body, bool chat) {
+  // endpoint: "completions", "chat" or "responses".
+  OpenAICallHandle* start(const std::string& body, const std::string& endpoint) {
     check_open(open_);
+    const server::Endpoint e = endpoint_of(endpoint);
     std::shared_ptr<server::Call> call;
     {
       nb::gil_scoped_release release;  // tokenizing and rendering a long chat take a while
-      call = p_.start(body, chat);
+      call = p_.start(body, e);
     }
     return new OpenAICallHandle(std::move(call), open_);
   }
-  std::vector<std::vector<int32_t>> prompts(const std::string& body, bool chat) {
+  std::vector<std::vector<int32_t>> prompts(const std::string& body, const std::string& endpoint) {
     check_open(open_);
+    const server::Endpoint e = endpoint_of(endpoint);
     nb::gil_scoped_release release;
-    return p_.prompts(body, chat);
+    return p_.prompts(body, e);
   }
   std::string models() const { return dump(p_.models()); }
   std::string model(const std::string& id) const { return dump(p_.model(id)); }

@@ -23,7 +23,8 @@ from typing import AsyncIterator, Optional, Union
 from . import _core
 from ._core import ProtocolError
 
-COMPLETIONS = {"/v1/completions": False, "/v1/chat/completions": True}
+# The generation endpoints, by path, as the protocol names them.
+COMPLETIONS = {"/v1/completions": "completions", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
 JSON = "application/json"
 
 

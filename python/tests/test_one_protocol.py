@@ -63,15 +63,37 @@ def merged_stream(text: str):
     return {"choices": choices, "usage": usage, "done": done}
 
 
+def merged_response_events(text: str):
+    """A /v1/responses stream: its event types in order (deltas merged) and
+    the final response."""
+    kinds, final = [], None
+    for event in text.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in event.split("\n") if ": " in line)
+        if "data" not in lines:
+            continue
+        j = json.loads(lines["data"])
+        assert j["type"] == lines.get("event"), event
+        if not (kinds and kinds[-1] == j["type"] and j["type"].endswith(".delta")):
+            kinds.append(j["type"])
+        if j["type"] in ("response.completed", "response.incomplete"):
+            final = comparable(json.dumps(j["response"]))
+    return {"events": kinds, "response": final}
+
+
 def comparable(text: str):
     """A response without what differs between any two answers: ids,
     timestamps, where it ran, and how a stream was cut into chunks."""
     if text.startswith("data: "):
         return merged_stream(text)
+    if text.startswith("event: "):
+        return merged_response_events(text)
     j = json.loads(text)
-    for key in ("id", "created", "switchyard", "system_fingerprint"):
+    for key in ("id", "created", "created_at", "switchyard", "system_fingerprint"):
         if isinstance(j, dict):
             j.pop(key, None)
+    for item in j.get("output", []) if isinstance(j, dict) else []:  # /v1/responses
+        item.pop("id", None)
+        item.pop("call_id", None)
     for choice in j.get("choices", []) if isinstance(j, dict) else []:
         for call in (choice.get("message") or choice.get("delta") or {}).get("tool_calls") or []:
             call.pop("id", None)  # random per call
@@ -80,6 +102,7 @@ def comparable(text: str):
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}}}
+WEATHER_FLAT = {"type": "function", **WEATHER["function"]}  # the Responses API's shape
 
 # Requests whose answers are deterministic (greedy or seeded): each door
 # must give the same body.
@@ -102,6 +125,10 @@ SAME = [
     ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Weather in Oslo?"}], "max_tokens": 60,
                            "temperature": 0, "tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
                            "stream": True}),
+    ("/responses", {"model": MODEL, "instructions": "Tell a story.", "input": "Lily found a ball.", "max_output_tokens": 20,
+                    "temperature": 0}),
+    ("/responses", {"model": MODEL, "input": [{"role": "user", "content": "Weather in Rome?"}], "max_output_tokens": 60,
+                    "temperature": 0, "tools": [WEATHER_FLAT], "tool_choice": "required", "stream": True}),
 ]
 
 
@@ -125,6 +152,8 @@ REFUSED = [
     ("/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}, 400, "wizard"),
     ("/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "n": 99}, 400, "n"),
     ("/completions", "{not json", 400, "JSON"),
+    ("/responses", {"model": MODEL, "input": "x", "previous_response_id": "resp_1"}, 400, "previous_response_id"),
+    ("/responses", {"model": MODEL, "input": "x", "max_output_tokens": 100000}, 400, "max_output_tokens"),
 ]
 
 

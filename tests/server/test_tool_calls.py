@@ -193,3 +193,42 @@ def test_family_template_as_the_servers_own():
         family_loop(client, "mistral")
     finally:
         stop_server(proc)
+
+
+def test_responses_api_agent_loop(smollm2):
+    """/v1/responses through the openai client: a forced function call as a
+    function_call item, its output sent back as a function_call_output
+    item, then a text answer; streamed, the typed events build the same
+    call and end in response.completed."""
+    client = smollm2
+    model = client.models.list().data[0].id
+    tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+              "parameters": t["function"]["parameters"]} for t in TOOLS]
+    first = client.responses.create(model=model, input="What is the weather in Paris?", tools=tools, tool_choice="required",
+                                    max_output_tokens=80, temperature=0)
+    calls = [o for o in first.output if o.type == "function_call"]
+    assert first.status == "completed" and calls, first.output
+    for c in calls:
+        assert c.call_id.startswith("call_") and c.name in SCHEMAS
+        jsonschema.validate(json.loads(c.arguments), SCHEMAS[c.name])
+    items = [{"role": "user", "content": "What is the weather in Paris?"}]
+    items += [{"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments} for c in calls]
+    items += [{"type": "function_call_output", "call_id": c.call_id, "output": '{"temperature": 21}'} for c in calls]
+    answer = client.responses.create(model=model, instructions="Answer in one sentence.", input=items, tools=tools, max_output_tokens=40,
+                                     temperature=0)
+    assert answer.output_text and answer.usage.input_tokens > first.usage.input_tokens
+    assert answer.usage.total_tokens == answer.usage.input_tokens + answer.usage.output_tokens
+    events, args = [], ""
+    for ev in client.responses.create(model=model, input="What is the weather in Paris?", tools=tools, tool_choice="required",
+                                      max_output_tokens=80, temperature=0, stream=True):
+        events.append(ev.type)
+        if ev.type == "response.function_call_arguments.delta":
+            args += ev.delta
+        if ev.type == "response.completed":
+            final = ev.response
+    assert events[:2] == ["response.created", "response.in_progress"] and events[-1] == "response.completed"
+    assert [o.arguments for o in final.output if o.type == "function_call"] == [c.arguments for c in calls]
+    assert args == "".join(c.arguments for c in calls)
+    # A bounded answer is "incomplete", as OpenAI says it.
+    short = client.responses.create(model=model, input="Tell me a long story.", max_output_tokens=5, temperature=0)
+    assert short.status == "incomplete" and short.incomplete_details.reason == "max_output_tokens"

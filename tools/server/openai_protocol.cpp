@@ -1,6 +1,7 @@
 #include "openai_protocol.h"
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -9,6 +10,7 @@
 #include <random>
 
 #include "choice_output.h"
+#include "responses_api.h"
 #include "tokenizer_endpoints.h"
 
 namespace sy::server {
@@ -99,6 +101,7 @@ struct Call::State {
   std::string id;
   int64_t created = 0;
   bool finished = false;
+  std::unique_ptr<ResponseBuilder> responses;  // /v1/responses: the chat answer re-dressed
 
   // Gives an event to its choice; the final event's strings back into its info.
   void deliver(Event& e) {
@@ -158,8 +161,9 @@ json Call::whole() {
   if (!error.empty()) throw ApiError{500, error, "server_error", "", ""};
   json choices = json::array();
   for (ChoiceOutput& ch : s.choices) choices.push_back(ch.whole());
-  return {{"id", s.id}, {"object", s.chat ? "chat.completion" : "text_completion"}, {"created", s.created}, {"model", s.p->model_name()},
-          {"choices", choices}, {"usage", s.usage()}};
+  json out = {{"id", s.id}, {"object", s.chat ? "chat.completion" : "text_completion"}, {"created", s.created}, {"model", s.p->model_name()},
+              {"choices", choices}, {"usage", s.usage()}};
+  return s.responses ? s.responses->from_chat(out) : out;
 }
 
 bool Call::next_events(std::string& out, int wait_ms) {
@@ -173,7 +177,10 @@ bool Call::next_events(std::string& out, int wait_ms) {
     batch.swap(s.c->events);
     all_done = s.c->pending == 0 && s.c->events.empty();
   }
-  auto send = [&](const json& payload) { out += "data: " + dump(payload) + "\n\n"; };
+  auto send = [&](const json& payload) {
+    if (s.responses) return s.responses->on_chunk(payload, out);
+    out += "data: " + dump(payload) + "\n\n";
+  };
   const std::string object = s.chat ? "chat.completion.chunk" : "text_completion";
   std::set<int> touched;
   std::vector<std::string> errors;
@@ -189,11 +196,15 @@ bool Call::next_events(std::string& out, int wait_ms) {
       send({{"id", s.id}, {"object", object}, {"created", s.created}, {"model", s.p->model_name()}, {"choices", json::array({d})}});
   // The status line went out with the first byte: an engine error travels
   // as an event (as vLLM streams it), with its message.
-  for (const std::string& err : errors) send(error_json({500, err, "server_error", "", ""}));
+  for (const std::string& err : errors) {
+    if (s.responses) s.responses->on_error(err, out);
+    else send(error_json({500, err, "server_error", "", ""}));
+  }
   if (!all_done) return false;
   if (s.parsed.sampling.include_usage)
     send({{"id", s.id}, {"object", object}, {"created", s.created}, {"model", s.p->model_name()}, {"choices", json::array()}, {"usage", s.usage()}});
-  out += "data: [DONE]\n\n";
+  if (s.responses) s.responses->finish(out);
+  else out += "data: [DONE]\n\n";
   s.finished = true;
   s.release();
   return true;
@@ -300,11 +311,34 @@ std::string OpenAIProtocol::metrics() const {
   return metrics_.prometheus(m);
 }
 
-std::vector<std::vector<int32_t>> OpenAIProtocol::prompts(const std::string& body, bool chat) const {
-  return parse_request(body, chat, limits(), tokenizer(), chat_renderer()).prompts;
+std::vector<std::vector<int32_t>> OpenAIProtocol::prompts(const std::string& body, Endpoint endpoint) const {
+  if (endpoint == Endpoint::responses) return prompts(dump(chat_request_from_responses(body)), Endpoint::chat);
+  return parse_request(body, endpoint != Endpoint::completions, limits(), tokenizer(), chat_renderer()).prompts;
 }
 
-std::shared_ptr<Call> OpenAIProtocol::start(const std::string& body, bool chat) {
+std::shared_ptr<Call> OpenAIProtocol::start(const std::string& body, Endpoint endpoint) {
+  if (endpoint == Endpoint::responses) {
+    std::shared_ptr<Call> call;
+    try {
+      call = start(dump(chat_request_from_responses(body)), Endpoint::chat);
+    } catch (ApiError& e) {
+      // The chat field's name, as the client wrote it.
+      static const std::pair<const char*, const char*> names[] = {{"max_tokens", "max_output_tokens"}, {"response_format", "text"}, {"messages", "input"}};
+      for (const auto& [chat_name, name] : names)
+        if (e.param == chat_name) {
+          e.param = name;
+          if (const size_t at = e.message.find(chat_name); at != std::string::npos) e.message.replace(at, std::strlen(chat_name), name);
+        }
+      throw;
+    }
+    json request = json::parse(body);
+    if (!request.contains("model") || request["model"].is_null()) request["model"] = opt_.model_name;
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(next_id_++));
+    call->s_->responses = std::make_unique<ResponseBuilder>(std::move(request), std::string("resp_") + id, call->s_->created);
+    return call;
+  }
+  const bool chat = endpoint == Endpoint::chat;
   auto call = std::shared_ptr<Call>(new Call());
   call->s_ = std::make_unique<Call::State>();
   Call::State& st = *call->s_;

@@ -27,18 +27,22 @@ struct ProtocolOptions {
 
 class Call;
 
+// The generation endpoints: /v1/completions, /v1/chat/completions and
+// /v1/responses (a chat request in other clothes, responses_api.h).
+enum class Endpoint { completions, chat, responses };
+
 class OpenAIProtocol {
  public:
   OpenAIProtocol(sy_engine* engine, ProtocolOptions options);
   ~OpenAIProtocol();
 
-  // /v1/completions (chat false) and /v1/chat/completions: parses the body
-  // and queues its engine requests. Throws ApiError (400 naming the field,
-  // 404 for another model, 503 when the engine cannot take it).
-  std::shared_ptr<Call> start(const std::string& body, bool chat);
+  // Parses the body and queues its engine requests. Throws ApiError (400
+  // naming the field, 404 for another model, 503 when the engine cannot
+  // take it).
+  std::shared_ptr<Call> start(const std::string& body, Endpoint endpoint);
   // The token ids of each prompt a request would run, without running it
   // (a prefill deployment computes them before the decode one starts).
-  std::vector<std::vector<int32_t>> prompts(const std::string& body, bool chat) const;
+  std::vector<std::vector<int32_t>> prompts(const std::string& body, Endpoint endpoint) const;
 
   // The other endpoints' bodies (throw ApiError).
   nlohmann::json models() const;
@@ -83,12 +87,14 @@ class Call {
  public:
   ~Call();  // releases (and so cancels) whatever is still running
   bool streaming() const;
-  // Not streamed: waits for every choice and returns the response; throws
+  // Not streamed: waits for every choice and returns the response (a
+  // response object for /v1/responses); throws
   // ApiError (500) when the engine failed the request.
   nlohmann::json whole();
   // Streamed: waits up to wait_ms for output, appends the server-sent
-  // events it makes ("data: {...}\n\n", the last one "data: [DONE]\n\n") to
-  // out, and returns true once the response is complete.
+  // events it makes ("data: {...}\n\n", the last one "data: [DONE]\n\n";
+  // /v1/responses: typed events, the last one response.completed) to out,
+  // and returns true once the response is complete.
   bool next_events(std::string& out, int wait_ms);
 
  private:

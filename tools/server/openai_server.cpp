@@ -69,8 +69,9 @@ class Server {
       answer(res, [&] { return protocol_.model(req.matches[1]); });
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(protocol_.metrics(), "text/plain; version=0.0.4"); });
-    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
-    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, Endpoint::completions); });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, Endpoint::chat); });
+    svr.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, Endpoint::responses); });
     svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { answer(res, [&] { return protocol_.tokenize(req.body); }); });
     svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
       answer(res, [&] { return protocol_.detokenize(req.body); });
@@ -150,10 +151,10 @@ class Server {
     }
   }
 
-  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+  void handle(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     std::shared_ptr<Call> call;
     try {
-      call = protocol_.start(req.body, chat);
+      call = protocol_.start(req.body, endpoint);
       if (!call->streaming()) {
         res.set_content(dump(call->whole()), "application/json");
         return;

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover
     ActorUnavailableError = RayActorError
 
 REPLICA_GONE = (RayActorError, ActorUnavailableError)
-COMPLETIONS = {"/v1/completions": False, "/v1/chat/completions": True}
+COMPLETIONS = {"/v1/completions": "completions", "/v1/chat/completions": "chat", "/v1/responses": "responses"}
 API_PATHS = ("/tokenize", "/detokenize", "/tokenizer_info")
 
 app = FastAPI()
@@ -61,12 +61,16 @@ def _streams(body: str) -> bool:
     return isinstance(parsed, dict) and parsed.get("stream") is True
 
 
-def _routing_ids(body: bytes, chat: bool, tokenizer: switchyard.Tokenizer) -> List[int]:
+def _routing_ids(body: bytes, endpoint: str, tokenizer: switchyard.Tokenizer) -> List[int]:
     """The prompt's token ids as far as the ingress can tell (the first
     prompt; [] when it cannot): only where the request goes depends on it."""
     try:
         req = json.loads(body)
-        if chat:
+        if endpoint == "responses":  # instructions and a text input; other shapes route by load
+            instructions = [{"role": "system", "content": req["instructions"]}] if req.get("instructions") else []
+            req = {"messages": instructions + [{"role": "user", "content": req["input"]}]}
+            endpoint = "chat"
+        if endpoint == "chat":
             messages = [m if not isinstance(m.get("content"), list) else
                         {**m, "content": "".join(p.get("text", "") for p in m["content"] if isinstance(p, dict))}
                         for m in req["messages"]]
