@@ -175,6 +175,13 @@ def test_completions_chat_and_streaming_with_curl(server):
             assert usage == [chunks[-1]] and chunks[-1]["usage"]["completion_tokens"] == 10 and chunks[-1]["choices"] == []
         else:
             assert usage == []
+    # vLLM's continuous_usage_stats: every chunk says how far the usage has come.
+    status, body = curl(server, "/v1/completions", {"prompt": STORY, "max_tokens": 10, "temperature": 0, "stream": True,
+                                                    "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    chunks = [json.loads(line[len("data: "):]) for line in body.splitlines() if line.startswith("data: {")]
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert all(c.get("usage") for c in chunks) and counts == sorted(counts) and counts[-1] == 10
+    assert all(c["usage"]["prompt_tokens"] == chunks[-1]["usage"]["prompt_tokens"] for c in chunks)
 
 
 def test_sixty_four_concurrent_streaming_clients(server):

@@ -192,8 +192,11 @@ bool Call::next_events(std::string& out, int wait_ms) {
   if (all_done)
     for (size_t i = 0; i < s.choices.size(); ++i) touched.insert(static_cast<int>(i));
   for (int i : touched)
-    for (const json& d : s.choices[static_cast<size_t>(i)].deltas())
-      send({{"id", s.id}, {"object", object}, {"created", s.created}, {"model", s.p->model_name()}, {"choices", json::array({d})}});
+    for (const json& d : s.choices[static_cast<size_t>(i)].deltas()) {
+      json chunk = {{"id", s.id}, {"object", object}, {"created", s.created}, {"model", s.p->model_name()}, {"choices", json::array({d})}};
+      if (s.parsed.sampling.continuous_usage) chunk["usage"] = s.usage();
+      send(chunk);
+    }
   // The status line went out with the first byte: an engine error travels
   // as an event (as vLLM streams it), with its message.
   for (const std::string& err : errors) {

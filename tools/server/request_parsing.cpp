@@ -208,8 +208,11 @@ Sampling parse_sampling(const json& body, bool chat, const RequestLimits& limits
       if (key == "include_usage") {
         if (!v.is_boolean() && !v.is_null()) throw bad_request("invalid type for 'stream_options.include_usage': expected a boolean", "stream_options");
         s.include_usage = v.is_boolean() && v.get<bool>();
-      } else if (key != "continuous_usage_stats" || v == true) {
-        throw bad_request("'stream_options." + key + "' is not supported (include_usage)", "stream_options");
+      } else if (key == "continuous_usage_stats") {  // vLLM's: usage so far on every chunk
+        if (!v.is_boolean() && !v.is_null()) throw bad_request("invalid type for 'stream_options.continuous_usage_stats': expected a boolean", "stream_options");
+        s.continuous_usage = v.is_boolean() && v.get<bool>();
+      } else {
+        throw bad_request("'stream_options." + key + "' is not supported (include_usage, continuous_usage_stats)", "stream_options");
       }
     }
   }

@@ -57,6 +57,8 @@ struct Sampling {
   bool tokens_as_ids = false;
   // stream_options.include_usage: a last chunk with usage before [DONE].
   bool include_usage = false;
+  // stream_options.continuous_usage_stats (vLLM): every chunk carries the usage so far.
+  bool continuous_usage = false;
 };
 
 // What the protocol needs to know of a chat template, read from its source
