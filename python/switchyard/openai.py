@@ -68,17 +68,6 @@ class OpenAIProtocol:
         when it is malformed)."""
         return self._p.prompts(_text(body), COMPLETIONS[path])
 
-    def streams(self, path: str, body: Union[str, bytes]) -> bool:
-        """Whether the request asks for a stream (a door decides how to
-        answer before the protocol has run)."""
-        if path not in COMPLETIONS:
-            return False
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            return False
-        return isinstance(parsed, dict) and parsed.get("stream") is True
-
     async def answer(self, method: str, path: str, body: Union[str, bytes] = "") -> Answer:
         try:
             return await self._answer(method, path, _text(body))
