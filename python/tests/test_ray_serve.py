@@ -218,8 +218,10 @@ def test_a_replica_killed_under_load_loses_no_request(cluster):
     assert not other_errors
     assert len(done) + len(failed_streams) == 200
     assert len(done) >= 200 - 20  # only streams may fail, and only those in flight on the victim
+    # Ray restarts it after a failed health check and a fresh engine load:
+    # 5 to 15 s here, longer on a loaded 2-core machine under ASan.
     while running_replicas("rr") < 2:
-        assert time.perf_counter() - killed_at < 30, "the replica count did not recover within 30 s"
+        assert time.perf_counter() - killed_at < 90, "the replica count did not recover within 90 s"
         time.sleep(0.5)
     print(f"[ray] replica count back to 2 after {time.perf_counter() - killed_at:.1f} s")
     # /metrics shows the replicas that run, not the dead one.
