@@ -215,6 +215,7 @@ std::vector<float> dequantize(const TensorInfo& t, const std::vector<uint8_t>& r
   SY_CHECK(raw.size() == t.bytes, "tensor '" << t.name << "': " << raw.size() << " bytes of data, expected " << t.bytes);
   const int64_t n = t.numel();
   std::vector<float> out(static_cast<size_t>(n));
+  if (n == 0) return out;  // (an empty vector's data() may be null: no memcpy from it)
   const uint8_t* src = raw.data();
   float* y = out.data();
   void (*block)(const uint8_t*, float*) = nullptr;
