@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Switchyard needs: Debian packages for the
 # build, and the Python packages the tests use as independent references
-# (ONNX Runtime, onnx, numpy, jsonschema). With --tests also xgrammar (for the
+# (ONNX Runtime, onnx, numpy, jsonschema, gguf to write GGUF variants). With --tests also xgrammar (for the
 # structured-output plugin; scripts/install-xgrammar.sh). Safe to run again.
 set -euo pipefail
 SUDO=""
@@ -16,8 +16,8 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 if [ "${1:-}" = "--tests" ]; then
-  python3 -c "import onnx, onnxruntime, onnx_ir, numpy" 2>/dev/null ||
-    python3 -m pip install -q --disable-pip-version-check onnx onnxruntime onnx_ir numpy
+  python3 -c "import onnx, onnxruntime, onnx_ir, numpy, gguf" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check onnx onnxruntime onnx_ir numpy gguf
   python3 -c "import openai, pytest, jsonschema" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check openai pytest jsonschema
   # References for tokenizer.json (the Hugging Face tokenizers library) and

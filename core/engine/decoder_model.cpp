@@ -1,4 +1,5 @@
 #include "engine/decoder_model.h"
+#include "passes/pass.h"
 #include "switchyard/plugin.h"
 
 #include <set>
@@ -140,6 +141,7 @@ void DecoderModel::discover_interface() {
   position_ids = io_.position_ids;
   logits = io_.logits;
   logits_indices = executor_->input_index("logits_indices");
+  hidden_states = executor_->output_index(kHiddenStates);
   const Value& lv = g.values[static_cast<size_t>(g.outputs[static_cast<size_t>(logits)].value)];
   if (lv.shape && !lv.shape->empty() && lv.shape->back().is_static()) vocab_size_ = lv.shape->back().value;
   if (vocab_size_ < 0 && genai_ && genai_->vocab_size > 0) vocab_size_ = genai_->vocab_size;

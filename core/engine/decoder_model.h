@@ -95,6 +95,7 @@ class DecoderModel {
   int input_ids = -1, attention_mask = -1, position_ids = -1;
   int logits_indices = -1;  // step engine: rows the LM head computes (logits-selection pass)
   int logits = -1;
+  int hidden_states = -1;  // step engine: the LM head's input, every token (logits-selection pass); -1 without
   const std::vector<int>& past_key_inputs() const { return past_key_inputs_; }
   const std::vector<int>& past_value_inputs() const { return past_value_inputs_; }
   const std::vector<int>& present_key_outputs() const { return present_key_outputs_; }

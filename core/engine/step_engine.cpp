@@ -4,6 +4,7 @@
 #include "engine/step_engine.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 
 namespace sy {
@@ -288,6 +289,22 @@ void StepEngine::finish(Sequence* s, FinishReason reason, const std::string& err
 // ---- the model used directly (serialised with the steps)
 
 Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
+  std::vector<int64_t> rows(prompt.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+  return forward_prompt(prompt, rows, nullptr);
+}
+
+Tensor StepEngine::prompt_hidden_states(const std::vector<int>& prompt) {
+  Tensor hidden;
+  forward_prompt(prompt, {static_cast<int64_t>(prompt.size()) - 1}, &hidden);
+  SY_CHECK(hidden.dtype() == DType::F32, "hidden states are " << dtype_name(hidden.dtype()) << "; embeddings read float32");
+  // A copy: the executor's buffer is reused by the next step.
+  Tensor out = Tensor::empty(DType::F32, hidden.shape());
+  std::memcpy(out.data<float>(), hidden.data<float>(), static_cast<size_t>(hidden.numel()) * sizeof(float));
+  return out;
+}
+
+Tensor StepEngine::forward_prompt(const std::vector<int>& prompt, const std::vector<int64_t>& rows, Tensor* hidden) {
   GenerationRequest r;
   r.prompt = prompt;
   validate(r);
@@ -300,10 +317,8 @@ Tensor StepEngine::prompt_logits(const std::vector<int>& prompt) {
   std::lock_guard<std::mutex> lock(model_mu_);
   SY_CHECK(cache_.allocate(s.id, static_cast<int32_t>(prompt.size())), "the prompt does not fit the KV cache");
   Tensor logits;
-  std::vector<int64_t> rows(prompt.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
   try {
-    logits = runner_.forward(StepPlan{{{&s, static_cast<int32_t>(prompt.size())}}}, rows);
+    logits = runner_.forward(StepPlan{{{&s, static_cast<int32_t>(prompt.size())}}}, rows, hidden);
   } catch (...) {
     cache_.release(s.id);
     throw;

@@ -63,6 +63,10 @@ class StepEngine : private SequenceEnds {
   // Logits [tokens, vocab] at every position of one prompt, computed in one
   // forward (teacher forcing, for quality measurements).
   Tensor prompt_logits(const std::vector<int>& prompt);
+  // Every position's final hidden state [tokens, hidden] of one prompt, in
+  // one forward (the LM head runs on the last row only). Throws when the
+  // graph does not expose them (StepRunner::forward).
+  Tensor prompt_hidden_states(const std::vector<int>& prompt);
 
   StepEngineMetrics metrics() const { return counters_.snapshot(); }
   // Speculative decoding: decode steps carry up to max_k draft tokens from
@@ -96,6 +100,9 @@ class StepEngine : private SequenceEnds {
   // The step, one scheduling round and forward (step_engine.cpp):
   // plan -> drafts -> layout and masks -> run -> sample, verify and emit.
   bool step();
+  // One forward over a whole prompt outside the steps (no prefix cache):
+  // logits of `rows`, and with `hidden` every token's hidden state.
+  Tensor forward_prompt(const std::vector<int>& prompt, const std::vector<int64_t>& rows, Tensor* hidden);
   Tensor run(const StepPlan& plan, const SampledRows& sampled);
   // Postprocessing (step_postprocess.cpp): a sequence's rows of logits
   // into tokens, each emitted, stops and limits checked.

@@ -1,6 +1,8 @@
 #include "facade/engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -83,6 +85,8 @@ void check_device_spec(const std::string& spec) { parse_device_spec(spec); }
 
 struct Engine::Impl {
   std::unique_ptr<Session> session;
+  std::once_flag embedding_once;
+  EmbeddingConvention embedding;
   StepEngine& step_engine(const char* what) const {
     StepEngine* se = session->step_engine();
     SY_CHECK(se, what << " runs on the step engine; select a cache manager ('cache:') and the attention-fusion pass in the profile");
@@ -131,6 +135,34 @@ std::vector<TokenLogprobs> Engine::prompt_logprobs(const std::vector<int>& promp
     SY_CHECK(prompt[i] >= 0 && prompt[i] < vocab, "prompt logprobs: token " << prompt[i] << " is outside the vocabulary of " << vocab);
     out.push_back(token_logprobs(logits.data() + static_cast<int64_t>(i - 1) * vocab, static_cast<int>(vocab), prompt[i], top));
   }
+  return out;
+}
+
+const EmbeddingConvention& Engine::embedding_convention() const {
+  std::call_once(impl_->embedding_once, [&] { impl_->embedding = folder().embedding_convention(); });
+  return impl_->embedding;
+}
+
+std::vector<float> Engine::embedding(const std::vector<int>& prompt) {
+  const EmbeddingConvention& c = embedding_convention();
+  const Tensor h = impl_->step_engine("embeddings").prompt_hidden_states(prompt);
+  const int64_t T = h.dim(0), H = h.dim(1);
+  const float* rows = h.data<float>();
+  std::vector<double> sum(static_cast<size_t>(H), 0.0);
+  const int64_t first = c.pooling == Pooling::Last ? T - 1 : 0, last = c.pooling == Pooling::Cls ? 1 : T;
+  for (int64_t t = first; t < last; ++t)
+    for (int64_t j = 0; j < H; ++j) sum[static_cast<size_t>(j)] += rows[t * H + j];
+  const double count = static_cast<double>(last - first);
+  double norm = 0.0;
+  for (double& v : sum) {
+    v /= count;
+    norm += v * v;
+  }
+  norm = std::sqrt(norm);
+  // A zero vector stays zero (no division by zero).
+  const double scale = c.normalize && norm > 0.0 ? 1.0 / norm : 1.0;
+  std::vector<float> out(static_cast<size_t>(H));
+  for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(sum[j] * scale);
   return out;
 }
 

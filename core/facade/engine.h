@@ -104,6 +104,11 @@ class Engine {
   // 1..n-1) with the `top` most likely alternatives: an eval harness's
   // loglikelihood (OpenAI's echo, vLLM's prompt_logprobs).
   std::vector<TokenLogprobs> prompt_logprobs(const std::vector<int>& prompt, int top);
+  // One prompt's embedding: its final hidden states pooled and normalised by
+  // the model's convention (ModelFolder::embedding_convention). Needs the
+  // step engine and an LM head the logits-selection pass splits off.
+  std::vector<float> embedding(const std::vector<int>& prompt);
+  const EmbeddingConvention& embedding_convention() const;
 
   // The asynchronous interface of the step engine (a server's): is there one,
   // submit from any thread, the counters so far. submit throws sy::Error for

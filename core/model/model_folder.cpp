@@ -289,6 +289,70 @@ std::vector<int> ModelFolder::eos_ids() const {
   return {2};
 }
 
+EmbeddingConvention ModelFolder::embedding_convention() const {
+  EmbeddingConvention c;
+  if (gguf_) {
+    // llama.cpp's enum llama_pooling_type: 1 mean, 2 cls, 3 last (0 none and
+    // 4 rank have no single vector and fall to the family's default).
+    const gguf::File f = gguf::File::open(model_file_);
+    const std::optional<std::string> arch = f.get_string("general.architecture");
+    const std::string key = (arch ? *arch : std::string("llama")) + ".pooling_type";
+    if (const std::optional<int64_t> t = f.get_int(key); t && *t >= 1 && *t <= 3) {
+      c.pooling = *t == 1 ? Pooling::Mean : *t == 2 ? Pooling::Cls : Pooling::Last;
+      c.source = model_file_ + " (" + key + ")";
+      return c;
+    }
+    c.source = model_file_ + " (a generative model: mean of its tokens)";
+    return c;
+  }
+  const fs::path dir(dir_);
+  std::error_code ec;
+  // sentence-transformers: modules.json lists the steps after the model,
+  // the Pooling step's folder says how, a Normalize step normalises.
+  if (fs::exists(dir / "modules.json", ec)) {
+    const nlohmann::json modules = read_config(dir / "modules.json");
+    SY_CHECK(modules.is_array(), (dir / "modules.json").string() << ": expected a list of modules");
+    bool pooled = false;
+    c.normalize = false;
+    for (const auto& m : modules) {
+      const std::string type = m.is_object() && m.contains("type") && m["type"].is_string() ? m["type"].get<std::string>() : "";
+      if (type.find("Normalize") != std::string::npos) c.normalize = true;
+      if (type.find("Pooling") == std::string::npos) continue;
+      const fs::path cfg = dir / (m.contains("path") && m["path"].is_string() ? m["path"].get<std::string>() : "") / "config.json";
+      const nlohmann::json p = read_config(cfg);
+      auto on = [&](const char* k) { return p.contains(k) && p[k].is_boolean() && p[k].get<bool>(); };
+      if (on("pooling_mode_lasttoken")) c.pooling = Pooling::Last;
+      else if (on("pooling_mode_cls_token")) c.pooling = Pooling::Cls;
+      else if (on("pooling_mode_mean_tokens")) c.pooling = Pooling::Mean;
+      else
+        SY_THROW(cfg.string() << ": the pooling it asks for is not supported (pooling_mode_lasttoken, pooling_mode_cls_token and "
+                                 "pooling_mode_mean_tokens are)");
+      c.source = cfg.string();
+      pooled = true;
+    }
+    if (pooled) return c;
+    c.normalize = true;
+  }
+  // A decoder exported for embeddings names a bare *Model architecture
+  // (Qwen3Model, MistralModel); a generative one *ForCausalLM or *LMHeadModel.
+  if (fs::exists(dir / "config.json", ec)) {
+    const nlohmann::json j = read_config(dir / "config.json");
+    if (j.is_object() && j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+        j["architectures"][0].is_string()) {
+      const std::string arch = j["architectures"][0].get<std::string>();
+      const bool bare = arch.size() > 5 && arch.compare(arch.size() - 5, 5, "Model") == 0 && arch.find("For") == std::string::npos &&
+                        arch.find("LMHead") == std::string::npos;  // GPT2LMHeadModel generates
+      if (bare) {
+        c.pooling = Pooling::Last;
+        c.source = (dir / "config.json").string() + " (" + arch + ": a decoder embedding model pools its last token)";
+        return c;
+      }
+    }
+  }
+  c.source = "the default for a generative model (mean of its tokens)";
+  return c;
+}
+
 SamplingDefaults ModelFolder::sampling_defaults() const {
   SamplingDefaults d;
   if (gguf_) return d;  // GGUF carries no sampling defaults

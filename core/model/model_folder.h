@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/model_io.h"
+#include "model/embedding_convention.h"
 #include "model/sampling_defaults.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -66,6 +67,9 @@ class ModelFolder {
   std::vector<int> eos_ids() const;
   // generation_config.json's sampling (or genai_config.json's "search").
   SamplingDefaults sampling_defaults() const;
+  // How hidden states pool into an embedding (model/embedding_convention.h).
+  // Throws naming the file of a malformed sentence-transformers config.
+  EmbeddingConvention embedding_convention() const;
   // genai_config.json's context length; 0 when the folder does not say (the
   // graph's metadata then decides, engine/decoder_model.cpp).
   int64_t context_length() const { return genai_ ? genai_->context_length : 0; }

@@ -40,6 +40,8 @@ std::unique_ptr<GraphPass> make_dead_node_elimination_pass();
 std::unique_ptr<GraphPass> make_half_to_float_pass();
 // Step engine only: LM head on the selected tokens (new input logits_indices).
 std::unique_ptr<GraphPass> make_select_logits_pass();
+// The output the logits-selection pass adds: the LM head's input, every token.
+inline constexpr const char* kHiddenStates = "switchyard.hidden_states";
 
 // The load-time simplification: the passes above to a fixed point, then
 // compaction. Returns the number of live nodes removed.

@@ -65,6 +65,7 @@ void bind_openai(nb::module_& m) {
       .def("model", &OpenAIProtocolHandle::model, "id"_a)
       .def("tokenize", &OpenAIProtocolHandle::tokenize, "body"_a)
       .def("detokenize", &OpenAIProtocolHandle::detokenize, "body"_a)
+      .def("embeddings", &OpenAIProtocolHandle::embeddings, "body"_a)
       .def("tokenizer_info", &OpenAIProtocolHandle::tokenizer_info)
       .def("metrics", &OpenAIProtocolHandle::metrics)
       .def_prop_ro("model_name", &OpenAIProtocolHandle::model_name)

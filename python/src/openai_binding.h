@@ -100,6 +100,12 @@ class OpenAIProtocolHandle {
     check_open(open_);
     return dump(p_.detokenize(body));
   }
+  // Runs the model: the GIL is released while it does.
+  std::string embeddings(const std::string& body) {
+    check_open(open_);
+    nb::gil_scoped_release release;
+    return dump(p_.embeddings(body));
+  }
   std::string tokenizer_info() const { return dump(p_.tokenizer_info()); }
   std::string metrics() const {
     check_open(open_);

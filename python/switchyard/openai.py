@@ -93,6 +93,8 @@ class OpenAIProtocol:
             return Answer(200, self._p.tokenizer_info())
         if method == "POST" and path == "/tokenize":
             return Answer(200, self._p.tokenize(body))
+        if method == "POST" and path == "/v1/embeddings":
+            return Answer(200, await loop.run_in_executor(self._pool, self._p.embeddings, body))
         if method == "POST" and path == "/detokenize":
             return Answer(200, self._p.detokenize(body))
         return _error(404, f"no such endpoint: {method} {path}", "not_found")

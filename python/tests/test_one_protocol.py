@@ -139,6 +139,8 @@ SAME = [
                     "temperature": 0}),
     ("/responses", {"model": MODEL, "input": [{"role": "user", "content": "Weather in Rome?"}], "max_output_tokens": 60,
                     "temperature": 0, "tools": [WEATHER_FLAT], "tool_choice": "required", "stream": True}),
+    ("/embeddings", {"model": MODEL, "input": ["Once upon a time", "Lily found a ball."], "encoding_format": "base64"}),
+    ("/embeddings", {"model": MODEL, "input": [[1, 403, 407], [1, 9]]}),
 ]
 
 
@@ -164,6 +166,7 @@ REFUSED = [
     ("/completions", "{not json", 400, "JSON"),
     ("/responses", {"model": MODEL, "input": "x", "previous_response_id": "resp_1"}, 400, "previous_response_id"),
     ("/responses", {"model": MODEL, "input": "x", "max_output_tokens": 100000}, 400, "max_output_tokens"),
+    ("/embeddings", {"model": MODEL, "input": "x", "dimensions": 3}, 400, "dimensions"),
 ]
 
 

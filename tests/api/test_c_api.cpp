@@ -348,3 +348,39 @@ TEST(CApi, EnginesCreatedOnSeveralThreadsAtOnceShareThePluginsSafely) {
 }
 
 }  // namespace
+
+namespace {
+
+// sy_embed against the engine's own numbers: the mean of the final hidden
+// states, normalised, is a unit vector whose size is the model's width; the
+// info says how it was pooled; bad ids are refused by name. (Against ONNX
+// Runtime: tests/server/test_embeddings.py.)
+TEST(CApi, EmbeddingsArePooledAsTheModelSaysAndBadIdsRefused) {
+  Engine paged;
+  const int32_t ids[] = {1, 403, 407, 261};
+  int32_t dim = 0;
+  ASSERT_EQ(sy_embed(paged.e, ids, 4, nullptr, 0, &dim), SY_API_OK) << sy_last_error();
+  EXPECT_EQ(dim, 64);  // stories260K's width
+  std::vector<float> v(static_cast<size_t>(dim));
+  EXPECT_EQ(sy_embed(paged.e, ids, 4, v.data(), 3, &dim), SY_API_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sy_last_error()).find("holds 3 floats"), std::string::npos) << sy_last_error();
+  ASSERT_EQ(sy_embed(paged.e, ids, 4, v.data(), dim, &dim), SY_API_OK) << sy_last_error();
+  double norm = 0;
+  for (float x : v) norm += static_cast<double>(x) * x;
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  // The same ids again: the same vector (no state kept between calls).
+  std::vector<float> again(static_cast<size_t>(dim));
+  ASSERT_EQ(sy_embed(paged.e, ids, 4, again.data(), dim, &dim), SY_API_OK);
+  EXPECT_EQ(v, again);
+  char info[256];
+  int64_t n = 0;
+  ASSERT_EQ(sy_engine_embedding_info(paged.e, info, sizeof info, &n), SY_API_OK) << sy_last_error();
+  EXPECT_EQ(std::string(info, static_cast<size_t>(n)).rfind(R"({"pooling":"mean","normalize":true,"source":)", 0), 0u) << std::string(info, static_cast<size_t>(n));
+
+  EXPECT_EQ(sy_embed(paged.e, ids, 0, v.data(), dim, &dim), SY_API_INVALID_ARGUMENT);
+  const int32_t outside[] = {1, 100000};
+  EXPECT_NE(sy_embed(paged.e, outside, 2, v.data(), dim, &dim), SY_API_OK);
+  EXPECT_NE(std::string(sy_last_error()).find("100000"), std::string::npos) << sy_last_error();
+}
+
+}  // namespace

@@ -8,6 +8,7 @@ namespace sy::cli {
 
 int cmd_generate(const std::vector<std::string>& args);
 int cmd_logits(const std::vector<std::string>& args);
+int cmd_embed(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_synth(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);

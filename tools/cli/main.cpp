@@ -14,6 +14,7 @@ const char* kUsage =
     "commands:\n"
     "  generate   generate text from a prompt\n"
     "  logits     print the last-position logits of a prompt\n"
+    "  embed      texts -> embeddings, pooled as the model says (what /v1/embeddings serves)\n"
     "  inspect    describe a model: inputs, outputs, op counts, parameters\n"
     "  synth      write a Llama-style model with random weights at a preset size\n"
     "  bench      run a workload in-process and report serving metrics\n"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   const std::map<std::string, int (*)(const std::vector<std::string>&)> commands = {
-      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}, {"serve", sy::cli::cmd_serve},
+      {"generate", sy::cli::cmd_generate}, {"logits", sy::cli::cmd_logits}, {"embed", sy::cli::cmd_embed}, {"inspect", sy::cli::cmd_inspect}, {"synth", sy::cli::cmd_synth}, {"bench", sy::cli::cmd_bench}, {"ab", sy::cli::cmd_ab}, {"serve", sy::cli::cmd_serve},
       {"optimize", sy::cli::cmd_optimize}, {"eval", sy::cli::cmd_eval}, {"devices", sy::cli::cmd_devices}, {"tokenize", sy::cli::cmd_tokenize},
       {"chat-template", sy::cli::cmd_chat_template}, {"convert", sy::cli::cmd_convert}};
   auto it = commands.find(cmd);

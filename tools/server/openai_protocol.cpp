@@ -10,6 +10,7 @@
 #include <random>
 
 #include "choice_output.h"
+#include "embeddings_endpoint.h"
 #include "responses_api.h"
 #include "tokenizer_endpoints.h"
 
@@ -306,6 +307,8 @@ json OpenAIProtocol::tokenize(const std::string& body) {
 }
 
 json OpenAIProtocol::detokenize(const std::string& body) const { return detokenize_request(engine_, body); }
+
+json OpenAIProtocol::embeddings(const std::string& body) { return embeddings_request(engine_, body, limits(), tokenizer()); }
 
 std::string OpenAIProtocol::metrics() const {
   sy_metrics m{};

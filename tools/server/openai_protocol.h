@@ -49,6 +49,7 @@ class OpenAIProtocol {
   nlohmann::json model(const std::string& id) const;
   nlohmann::json tokenize(const std::string& body);
   nlohmann::json detokenize(const std::string& body) const;
+  nlohmann::json embeddings(const std::string& body);
   const nlohmann::json& tokenizer_info() const { return tokenizer_info_; }
   const TemplateFacts& template_facts() const { return defaults_.template_facts; }
   std::string metrics() const;  // Prometheus text

@@ -72,6 +72,7 @@ class Server {
     svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, Endpoint::completions); });
     svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, Endpoint::chat); });
     svr.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, Endpoint::responses); });
+    svr.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { answer(res, [&] { return protocol_.embeddings(req.body); }); });
     svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { answer(res, [&] { return protocol_.tokenize(req.body); }); });
     svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
       answer(res, [&] { return protocol_.detokenize(req.body); });

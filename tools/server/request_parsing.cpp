@@ -306,15 +306,7 @@ void parse_prompts(const json& body, bool chat, const RequestLimits& limits, con
   } else {
     if (!body.contains("prompt")) throw bad_request("'prompt' is required", "prompt");
     const json& p = body["prompt"];
-    auto ids_of = [&](const json& arr) {
-      std::vector<int32_t> ids;
-      for (const auto& x : arr) {
-        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX || (x.is_number_unsigned() && x.get<uint64_t>() > INT32_MAX))
-          throw bad_request("invalid 'prompt': token ids must be integers in [0, 2^31)", "prompt");
-        ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
-      }
-      return ids;
-    };
+    auto ids_of = [](const json& arr) { return token_ids_of(arr, "prompt"); };
     if (p.is_string()) {
       if (p.get<std::string>().empty()) throw bad_request("the prompt is empty", "prompt");
       r.prompt_texts.push_back(p.get<std::string>());
@@ -348,6 +340,16 @@ void parse_prompts(const json& body, bool chat, const RequestLimits& limits, con
 }
 
 }  // namespace
+
+std::vector<int32_t> token_ids_of(const nlohmann::json& array, const char* field) {
+  std::vector<int32_t> ids;
+  for (const auto& x : array) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX || (x.is_number_unsigned() && x.get<uint64_t>() > INT32_MAX))
+      throw bad_request(std::string("invalid '") + field + "': token ids must be integers in [0, 2^31)", field);
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
 
 ParsedRequest parse_request(const std::string& body_text, bool chat, const RequestLimits& limits, const Tokenize& tokenize,
                             const RenderChat& render_chat) {

@@ -109,6 +109,10 @@ struct ParsedRequest {
   TemplateFacts template_facts;  // of the template this request renders with
 };
 
+// A JSON array of token ids (a prompt given as ids); throws ApiError naming
+// `field` for anything else.
+std::vector<int32_t> token_ids_of(const nlohmann::json& array, const char* field);
+
 // Text -> token ids; add_special: the tokenizer's BOS (plain prompts), not
 // after a chat template, which writes its own. Throws ApiError.
 using Tokenize = std::function<std::vector<int32_t>(const std::string&, bool add_special)>;

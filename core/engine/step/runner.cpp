@@ -20,7 +20,7 @@ StepRunner::StepRunner(DecoderModel& model, PluginCacheManager& cache, StepCount
   block_size_ = static_cast<int32_t>(key_cache_[0].dims[2]);
 }
 
-Tensor StepRunner::forward(const StepPlan& plan, const std::vector<int64_t>& rows) {
+Tensor StepRunner::forward(const StepPlan& plan, const std::vector<int64_t>& rows, Tensor* hidden) {
   const std::vector<StepPlan::Entry>& batch = plan.entries;
   int32_t T = 0;
   for (const auto& b : batch) T += b.tokens;
@@ -101,6 +101,14 @@ Tensor StepRunner::forward(const StepPlan& plan, const std::vector<int64_t>& row
     m.max_mean_waste_tokens = std::max(m.max_mean_waste_tokens, static_cast<double>(waste_sum) / static_cast<double>(batch.size()));
   });
   Tensor logits = out[static_cast<size_t>(model_.logits)];
+  if (hidden) {
+    SY_CHECK(selected_in_graph && model_.hidden_states >= 0,
+             "the model's LM head is not one the logits-selection pass can split off (a MatMul or quantized MatMul with constant "
+             "weights), so its hidden states are not exposed");
+    const Tensor& h = out[static_cast<size_t>(model_.hidden_states)];
+    SY_CHECK(h.rank() == 3 && h.dim(0) == 1 && h.dim(1) == T, "hidden states have shape " << h.shape().str() << ", expected [1, " << T << ", hidden]");
+    *hidden = h.reshaped(Shape{T, h.dim(2)});
+  }
   const int64_t expect = selected_in_graph ? static_cast<int64_t>(rows.size()) : T;
   SY_CHECK(logits.rank() == 3 && logits.dim(0) == 1 && logits.dim(1) == expect,
            "logits have shape " << logits.shape().str() << ", expected [1, " << expect << ", vocab]");

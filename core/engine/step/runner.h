@@ -19,8 +19,10 @@ class StepRunner {
   // the model's KV geometry.
   StepRunner(DecoderModel& model, PluginCacheManager& cache, StepCounters& counters);
 
-  // Logits [rows.size(), vocab] for the flattened token positions in `rows`.
-  Tensor forward(const StepPlan& plan, const std::vector<int64_t>& rows);
+  // Logits [rows.size(), vocab] for the flattened token positions in `rows`;
+  // with `hidden`, also every token's final hidden state [tokens, hidden]
+  // (throws when the graph does not expose them: DecoderModel::hidden_states).
+  Tensor forward(const StepPlan& plan, const std::vector<int64_t>& rows, Tensor* hidden = nullptr);
 
   int32_t block_size() const { return block_size_; }
   // Each layer's KV storage as the cache manager lays it out.

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 6
+#define SY_API_VERSION_MINOR 7
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -468,6 +468,24 @@ SY_API sy_api_status sy_parse_output(const sy_engine* engine, const int32_t* ids
 SY_API sy_api_status sy_parse_output_as(const sy_engine* engine, const char* parser, const int32_t* ids, int32_t num_ids, int32_t final,
                                         char* json, int64_t capacity, int64_t* length);
 SY_API const char* sy_tool_parser_for_template(const char* template_source);
+
+/* ---- 1.7 ------------------------------------------------------------ */
+
+/* Embeddings: one text's vector, its token ids in (sy_tokenize's). The final
+ * hidden states (the LM head's input) pooled and normalised as the model's
+ * files say: sentence-transformers' modules.json and pooling config, a
+ * GGUF's <arch>.pooling_type, else the last token for a decoder embedding
+ * model (config.json names a bare *Model architecture) and the mean of the
+ * tokens for a generative one; L2-normalised unless a sentence-transformers
+ * module list has no Normalize step. Writes the vector to out (capacity
+ * floats) and its size to *dim; with out NULL, only *dim. Needs the step
+ * engine and an LM head the logits-selection pass can split off (a MatMul
+ * with constant weights); fails naming what is missing. */
+SY_API sy_api_status sy_embed(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity, int32_t* dim);
+/* The pooling as JSON: {"pooling": "mean" | "last" | "cls", "normalize":
+ * true | false, "source": what decided it}. Fails naming a malformed
+ * sentence-transformers config. *length and capacity as sy_parse_output. */
+SY_API sy_api_status sy_engine_embedding_info(sy_engine* engine, char* json, int64_t capacity, int64_t* length);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,38 @@
+// The C API's embeddings (1.7): a text's final hidden states pooled by the
+// model's convention (sy::Engine::embedding, ModelFolder's convention).
+#include <algorithm>
+#include <cstring>
+
+#include "api/api_internal.h"
+
+using namespace sy::api;
+
+extern "C" {
+
+sy_api_status sy_embed(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity, int32_t* dim) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !ids || num_ids <= 0 || !dim) return fail(SY_API_INVALID_ARGUMENT, "sy_embed: engine, ids (num_ids > 0) and dim are required");
+    const std::vector<float> v = engine->engine->embedding(std::vector<int>(ids, ids + num_ids));
+    *dim = static_cast<int32_t>(v.size());
+    if (!out) return static_cast<sy_api_status>(SY_API_OK);
+    if (capacity < static_cast<int64_t>(v.size()))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_embed: out holds " + std::to_string(capacity) + " floats; the embedding has " + std::to_string(v.size()));
+    std::memcpy(out, v.data(), v.size() * sizeof(float));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_engine_embedding_info(sy_engine* engine, char* json, int64_t capacity, int64_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !length || capacity < 0 || (capacity > 0 && !json))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_engine_embedding_info: engine and length are required (json when capacity > 0)");
+    const sy::EmbeddingConvention& c = engine->engine->embedding_convention();
+    const nlohmann::ordered_json j = {{"pooling", sy::pooling_name(c.pooling)}, {"normalize", c.normalize}, {"source", c.source}};
+    const std::string s = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    *length = static_cast<int64_t>(s.size());
+    if (capacity > 0) std::memcpy(json, s.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+}  // extern "C"
