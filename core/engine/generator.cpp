@@ -1,6 +1,8 @@
 #include "engine/generator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 
 namespace sy {
 
@@ -112,7 +114,8 @@ std::vector<GenerationResult> BaselineGenerator::generate(const std::vector<Gene
   } end_all{masker_, constraint_id};
   for (size_t r = 0; r < batch.size(); ++r) {
     if (batch[r].constraint.empty()) continue;
-    masker_->begin(next_constrained_, batch[r].constraint);
+    const int64_t room = model_.max_context() - static_cast<int64_t>(batch[r].prompt.size());
+    masker_->begin(next_constrained_, batch[r].constraint, static_cast<int32_t>(std::clamp<int64_t>(std::min<int64_t>(batch[r].max_tokens, room), 0, INT32_MAX)));
     constraint_id[r] = next_constrained_++;
   }
   std::vector<uint32_t> masks;

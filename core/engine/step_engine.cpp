@@ -73,7 +73,7 @@ uint64_t StepEngine::submit(const GenerationRequest& request, Callbacks callback
   s->arrival_ms = now_ms();
   // Compiled here, on the submitting thread: a constraint the processor
   // refuses is the caller's error, thrown like any invalid request.
-  constrainer_.begin(s.get());
+  constrainer_.begin(s.get(), model_.max_context());
   if (result) *result = s->promise.get_future();
   const uint64_t id = s->id;
   try {

@@ -13,7 +13,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 TokenMasker::TokenMasker(std::unique_ptr<PluginLogitsProcessor> processor)
     : processor_(std::move(processor)), vocab_size_(processor_->vocab_size()), words_((vocab_size_ + 31) / 32) {}
 
-void TokenMasker::begin(uint64_t seq, const OutputConstraint& c) {
+void TokenMasker::begin(uint64_t seq, const OutputConstraint& c, int32_t budget) {
   std::lock_guard<std::mutex> lock(mu_);
   ++metrics_.requests;
   const auto t0 = std::chrono::steady_clock::now();
@@ -22,6 +22,14 @@ void TokenMasker::begin(uint64_t seq, const OutputConstraint& c) {
   } catch (...) {
     ++metrics_.refused;
     throw;
+  }
+  if (budget > 0) {
+    try {
+      processor_->set_token_budget(seq, budget);
+    } catch (...) {
+      processor_->end(seq);
+      throw;
+    }
   }
   metrics_.last_compile_ms = ms_since(t0);
   metrics_.compile_ms += metrics_.last_compile_ms;

@@ -25,7 +25,9 @@ class TokenMasker {
 
   // Throws ErrorKind::InvalidArgument with the processor's message when it
   // refuses the constraint. May run on any thread (the calls are serialised).
-  void begin(uint64_t seq, const OutputConstraint& c);
+  // budget > 0: the tokens seq may emit at most, so the processor keeps a
+  // whole match within reach of it (ABI 1.6; older processors ignore it).
+  void begin(uint64_t seq, const OutputConstraint& c, int32_t budget = 0);
   // One row of words_per_row() words per sequence, in the order of seqs.
   void fill(const std::vector<uint64_t>& seqs, uint32_t* rows);
   bool accept(uint64_t seq, int32_t token);  // false: not allowed (the state is unchanged)

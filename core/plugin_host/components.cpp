@@ -358,5 +358,12 @@ int32_t PluginLogitsProcessor::query(uint64_t seq) {
 void PluginLogitsProcessor::end(uint64_t seq) {
   call("logits processor end", [&] { return d_->end(state_, seq); });
 }
+bool PluginLogitsProcessor::set_token_budget(uint64_t seq, int32_t tokens) {
+  if (!SY_HAS_FIELD(d_, sy_logits_processor_desc, set_token_budget) || !d_->set_token_budget) return false;
+  const sy_status st = call_status("logits processor set_token_budget", [&] { return d_->set_token_budget(state_, seq, tokens); });
+  if (st == SY_UNSUPPORTED) take_plugin_error();
+  else if (st != SY_OK) SY_THROW_KIND(ErrorKind::PluginFailure, label() << ": set_token_budget: " << take_plugin_error());
+  return st == SY_OK;
+}
 
 }  // namespace sy

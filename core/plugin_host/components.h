@@ -191,6 +191,9 @@ class PluginLogitsProcessor : PluginComponent<sy_logits_processor_desc> {
   void rollback(uint64_t seq, int32_t tokens);
   int32_t query(uint64_t seq);  // SY_CONSTRAINT_* flags
   void end(uint64_t seq);
+  // ABI 1.6: the tokens seq may still emit; false when the processor does
+  // not take a budget (older plugins, or it returned SY_UNSUPPORTED).
+  bool set_token_budget(uint64_t seq, int32_t tokens);
   int32_t vocab_size() const { return vocab_size_; }
 
  private:

@@ -3,12 +3,15 @@
 // regular expressions and EBNF/GBNF grammars. The compiler keeps compiled
 // grammars in its cache, keyed by the spec, so a schema seen before costs a
 // lookup; each request gets its own matcher (the pushdown automaton's state
-// after the tokens it has accepted).
+// after the tokens it has accepted). With a token budget (ABI 1.6) the masks
+// keep a whole match within reach of it (completion_path.h).
 #include <dlpack/dlpack.h>
 #include <switchyard/plugin.hpp>
 #include <xgrammar/xgrammar.h>
 
 #include <unordered_map>
+
+#include "completion_path.h"
 
 namespace {
 
@@ -16,29 +19,45 @@ using sy::plugin::Error;
 using sy::plugin::Options;
 using sy::plugin::Vocab;
 
-xgrammar::TokenizerInfo tokenizer_info(const Vocab& v) {
-  // The host hands each token's bytes already decoded: xgrammar's RAW
-  // vocabulary type takes them as they are; special tokens are empty.
+// The host hands each token's bytes already decoded: xgrammar's RAW
+// vocabulary type takes them as they are; special tokens are empty.
+std::vector<std::string> token_bytes(const Vocab& v) {
   std::vector<std::string> tokens(static_cast<size_t>(v.size()));
   for (int32_t id = 0; id < v.size(); ++id)
     if (!v.special(id)) tokens[static_cast<size_t>(id)] = v.bytes(id);
-  return xgrammar::TokenizerInfo(tokens, xgrammar::VocabType::RAW, v.size(), v.stop_tokens(), false);
+  return tokens;
 }
+
+// Tokens left at which the masks start keeping the completion in reach:
+// its length in tokens plus this headroom (a token that opens a structure
+// lengthens the completion by a few tokens).
+constexpr int32_t kHeadroom = 8;
+// Completions are not looked for further than this many bytes ahead.
+constexpr size_t kMaxCompletion = 512;
 
 class GrammarProcessor {
  public:
-  GrammarProcessor(const Vocab& vocab, const Options& o)
+  GrammarProcessor(const Vocab& vocab, const Options& o) : GrammarProcessor(vocab, o, token_bytes(vocab)) {}
+  GrammarProcessor(const Vocab& vocab, const Options& o, const std::vector<std::string>& tokens)
       : vocab_size_(vocab.size()),
-        compiler_(tokenizer_info(vocab), static_cast<int>(o.get_int("compile_threads")), true,
-                  o.get_int("cache_mb") * 1024 * 1024),
-        any_whitespace_(o.get_bool("any_whitespace")) {
+        compiler_(xgrammar::TokenizerInfo(tokens, xgrammar::VocabType::RAW, vocab.size(), vocab.stop_tokens(), false),
+                  static_cast<int>(o.get_int("compile_threads")), true, o.get_int("cache_mb") * 1024 * 1024),
+        any_whitespace_(o.get_bool("any_whitespace")),
+        finish_within_budget_(o.get_bool("finish_within_budget")),
+        path_(tokens, vocab.stop_tokens()) {
     if (vocab.stop_tokens().empty()) throw Error("the model has no end-of-sequence token to finish a constrained text with", SY_INVALID_ARGUMENT);
   }
 
   void begin(uint64_t seq, const std::string& kind, const std::string& spec) {
     xgrammar::CompiledGrammar g = compile(kind, spec);
     matchers_.erase(seq);
-    matchers_.emplace(seq, xgrammar::GrammarMatcher(g));
+    matchers_.emplace(seq, Constrained{xgrammar::GrammarMatcher(g)});
+  }
+
+  void set_token_budget(uint64_t seq, int32_t tokens) {
+    Constrained& c = state(seq);
+    c.budget = tokens;
+    c.accepted = 0;
   }
 
   void fill_masks(const uint64_t* seqs, int32_t rows, uint32_t* mask, int32_t words) {
@@ -51,13 +70,26 @@ class GrammarProcessor {
     t.ndim = 2;
     t.dtype = xgrammar::GetBitmaskDLType();
     t.shape = shape;
-    for (int32_t r = 0; r < rows; ++r) matcher(seqs[r]).FillNextTokenBitmask(&t, r);
+    for (int32_t r = 0; r < rows; ++r) {
+      Constrained& c = state(seqs[r]);
+      c.matcher.FillNextTokenBitmask(&t, r);
+      if (c.budget > 0 && finish_within_budget_) keep_in_reach(c, mask + static_cast<size_t>(r) * static_cast<size_t>(words), words);
+    }
   }
 
-  bool accept(uint64_t seq, int32_t token) { return matcher(seq).AcceptToken(token); }
-  void rollback(uint64_t seq, int32_t n) { matcher(seq).Rollback(n); }
+  bool accept(uint64_t seq, int32_t token) {
+    Constrained& c = state(seq);
+    if (!c.matcher.AcceptToken(token)) return false;
+    ++c.accepted;
+    return true;
+  }
+  void rollback(uint64_t seq, int32_t n) {
+    Constrained& c = state(seq);
+    c.matcher.Rollback(n);
+    c.accepted -= n;
+  }
   int32_t query(uint64_t seq) {
-    xgrammar::GrammarMatcher& m = matcher(seq);
+    xgrammar::GrammarMatcher& m = state(seq).matcher;
     return (m.IsCompleted() ? SY_CONSTRAINT_COMPLETE : 0) | (m.IsTerminated() ? SY_CONSTRAINT_TERMINATED : 0);
   }
   void end(uint64_t seq) { matchers_.erase(seq); }
@@ -74,7 +106,33 @@ class GrammarProcessor {
     }
     throw Error("unknown constraint kind '" + kind + "' (json_object, json_schema, regex, grammar)", SY_UNSUPPORTED);
   }
-  xgrammar::GrammarMatcher& matcher(uint64_t seq) {
+  // A request's matcher, and its token budget when the host gave one.
+  struct Constrained {
+    xgrammar::GrammarMatcher matcher;
+    int32_t budget = 0;    // tokens it may emit from begin (0: no limit given)
+    int32_t accepted = 0;  // tokens accepted since
+    // The completion's length when last built, and when that was (tokens
+    // accepted): while the limit is far off it is rebuilt every
+    // kRefreshEvery tokens only.
+    int32_t completion_tokens = -1, built_at = 0;
+  };
+  static constexpr int32_t kRefreshEvery = 32;
+
+  // Near the budget, only tokens on a completing path (completion_path.h).
+  void keep_in_reach(Constrained& c, uint32_t* row, int32_t words) {
+    const int32_t left = c.budget - c.accepted;  // this token included
+    if (left <= 0) return;
+    const bool far = c.completion_tokens >= 0 && left > c.completion_tokens + kHeadroom + kRefreshEvery;
+    if (far && c.accepted - c.built_at < kRefreshEvery) return;
+    const std::optional<std::string> path = path_.complete(c.matcher, kMaxCompletion);
+    const int32_t need = path ? path_.tokens_for(*path) : -1;
+    c.completion_tokens = need >= 0 ? need : static_cast<int32_t>(kMaxCompletion);
+    c.built_at = c.accepted;
+    if (need < 0 || need + kHeadroom < left) return;
+    path_.restrict_to(*path, left, row, words);
+  }
+
+  Constrained& state(uint64_t seq) {
     auto it = matchers_.find(seq);
     if (it == matchers_.end()) throw Error("sequence " + std::to_string(seq) + " has no constraint (begin was not called)", SY_NOT_FOUND);
     return it->second;
@@ -82,8 +140,9 @@ class GrammarProcessor {
 
   int32_t vocab_size_;
   xgrammar::GrammarCompiler compiler_;
-  bool any_whitespace_;
-  std::unordered_map<uint64_t, xgrammar::GrammarMatcher> matchers_;
+  bool any_whitespace_, finish_within_budget_;
+  sy::grammar::CompletionPath path_;
+  std::unordered_map<uint64_t, Constrained> matchers_;
 };
 
 }  // namespace
@@ -95,5 +154,7 @@ SY_PLUGIN(b) {
       {sy::plugin::option_int("cache_mb", "256", "compiled-grammar cache size (MiB)"),
        sy::plugin::option_int("compile_threads", "1", "threads compiling one grammar (1: on the calling thread, no pool)"),
        sy::plugin::option_bool("any_whitespace", "false",
-                               "JSON with any whitespace between tokens (false: compact separators, no runs of spaces)")});
+                               "JSON with any whitespace between tokens (false: compact separators, no runs of spaces)"),
+       sy::plugin::option_bool("finish_within_budget", "true",
+                               "near a request's token limit, allow only tokens on a completing path, so the text ends on a whole match")});
 }

@@ -264,7 +264,8 @@ SY_FROZEN(sy_logits_processor_desc_rollback, offsetof(sy_logits_processor_desc, 
 SY_FROZEN(sy_logits_processor_desc_query, offsetof(sy_logits_processor_desc, query) == 88);
 SY_FROZEN(sy_logits_processor_desc_end, offsetof(sy_logits_processor_desc, end) == 96);
 SY_FROZEN(sy_logits_processor_desc_destroy, offsetof(sy_logits_processor_desc, destroy) == 104);
-SY_FROZEN(sy_logits_processor_desc_size, sizeof(sy_logits_processor_desc) == 112);
+SY_FROZEN(sy_logits_processor_desc_set_token_budget, offsetof(sy_logits_processor_desc, set_token_budget) == 112);
+SY_FROZEN(sy_logits_processor_desc_size, sizeof(sy_logits_processor_desc) == 120);
 SY_FROZEN(sy_plugin_info_struct_size, offsetof(sy_plugin_info, struct_size) == 0);
 SY_FROZEN(sy_plugin_info_abi_major, offsetof(sy_plugin_info, abi_major) == 4);
 SY_FROZEN(sy_plugin_info_abi_minor, offsetof(sy_plugin_info, abi_minor) == 6);

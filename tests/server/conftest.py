@@ -64,6 +64,18 @@ def stop_server(proc, timeout=30):
     assert code == 0, f"server exited with {code}:\n{out[-4000:]}"
 
 
+@pytest.fixture(scope="session")
+def smollm2_prefix():
+    """The trained model (SWITCHYARD_SMOLLM2_GGUF), served once for every
+    module that asks (prefix profile), as an openai client: its load is the
+    slow part under the sanitizers. Modules skip before asking when the
+    file is not fetched."""
+    from openai import OpenAI
+    proc, port = start_server(["--model", os.environ["SWITCHYARD_SMOLLM2_GGUF"]], manifest=None, profile="prefix")
+    yield OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=API_KEY)
+    stop_server(proc)
+
+
 @pytest.fixture(scope="module")
 def server():
     proc, port = start_server()

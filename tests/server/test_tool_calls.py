@@ -109,10 +109,8 @@ def result_messages(message, content='{"temperature": 21, "unit": "celsius"}'):
 
 
 @pytest.fixture(scope="module")
-def smollm2():
-    proc, client = serve([])
-    yield client
-    stop_server(proc)
+def smollm2(smollm2_prefix):
+    return smollm2_prefix
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])

@@ -2,6 +2,9 @@
 
 #include "base/error.h"
 
+#include <algorithm>
+#include <climits>
+
 namespace sy {
 
 void Constrainer::check(const GenerationRequest& r) const {
@@ -10,9 +13,11 @@ void Constrainer::check(const GenerationRequest& r) const {
                                                                          : unavailable_));
 }
 
-void Constrainer::begin(Sequence* s) {
+void Constrainer::begin(Sequence* s, int64_t max_context) {
   if (s->req.constraint.empty()) return;
-  masker_->begin(s->id, s->req.constraint);
+  const int64_t room = max_context - static_cast<int64_t>(s->req.prompt.size());
+  const int64_t budget = std::min<int64_t>(s->req.max_tokens, room);
+  masker_->begin(s->id, s->req.constraint, static_cast<int32_t>(std::clamp<int64_t>(budget, 0, INT32_MAX)));
   s->constrained = true;
 }
 

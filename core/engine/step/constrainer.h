@@ -29,8 +29,10 @@ class Constrainer {
   // Throws naming why a request with a constraint cannot be served.
   void check(const GenerationRequest& r) const;
   // Compiles s's constraint (on the submitting thread: a refused one is the
-  // caller's error) / lets it go when s leaves the engine.
-  void begin(Sequence* s);
+  // caller's error) / lets it go when s leaves the engine. max_context: the
+  // model's, which with max_tokens bounds what s may emit (the processor's
+  // token budget).
+  void begin(Sequence* s, int64_t max_context);
   void end(Sequence* s);
 
   // The constrained sequences that sample this step without drafts.

@@ -85,6 +85,8 @@
  *        sy_vocab, sy_plugin_info.logits_processors.
  *   1.5  KV-cache events: sy_cache_desc.take_events with sy_cache_event (the
  *        prefix-cache blocks stored and removed, for KV-aware routers).
+ *   1.6  structured output that finishes: sy_logits_processor_desc.
+ *        set_token_budget (the tokens a constrained request may still emit).
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -97,7 +99,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 5
+#define SY_PLUGIN_ABI_MINOR 6
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -805,6 +807,15 @@ typedef struct sy_logits_processor_desc {
   sy_status (*end)(void* state, uint64_t seq);
   /* Required. Once, when the session is destroyed. */
   void (*destroy)(void* state);
+  /* ---- 1.6 ---- */
+  /* Optional (NULL: never called). Right after begin: seq may emit at most
+   * `tokens` more tokens (its max_tokens, within what the context leaves).
+   * The processor counts what it accepts and rolls back from there, and
+   * keeps a whole match within reach: once the tokens left come down to the
+   * shortest completion the constraint still needs, its masks allow only
+   * tokens on such a completion, so a request that reaches its limit still
+   * ends on a whole match (valid JSON, a full regex match). */
+  sy_status (*set_token_budget)(void* state, uint64_t seq, int32_t tokens);
 } sy_logits_processor_desc;
 
 /* ------------------------------------------------------- the entry point */

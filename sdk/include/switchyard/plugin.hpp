@@ -674,6 +674,11 @@ struct SchedulerTrampolines {
   static void destroy(void* state) { delete static_cast<S*>(state); }
 };
 
+template <typename L, typename = void>
+struct has_set_token_budget : std::false_type {};
+template <typename L>
+struct has_set_token_budget<L, std::void_t<decltype(std::declval<L&>().set_token_budget(uint64_t{}, int32_t{}))>> : std::true_type {};
+
 template <typename L>
 struct LogitsProcessorTrampolines {
   static L& self(void* state) { return *static_cast<L*>(state); }
@@ -697,6 +702,10 @@ struct LogitsProcessorTrampolines {
   }
   static sy_status end(void* state, uint64_t seq) {
     return guard([&] { self(state).end(seq); });
+  }
+  static sy_status set_token_budget(void* state, uint64_t seq, int32_t tokens) {
+    if constexpr (has_set_token_budget<L>::value) return guard([&] { self(state).set_token_budget(seq, tokens); });
+    return SY_UNSUPPORTED;
   }
   static void destroy(void* state) { delete static_cast<L*>(state); }
 };
@@ -826,6 +835,7 @@ class PluginBuilder {
   //   void rollback(uint64_t seq, int32_t tokens);
   //   int32_t query(uint64_t seq);                   // SY_CONSTRAINT_* flags
   //   void end(uint64_t seq);
+  //   void set_token_budget(uint64_t seq, int32_t tokens);  // optional (1.6)
   template <typename L>
   void logits_processor(const std::string& name, const std::string& version, const std::string& description,
                         const std::vector<OptionSpec>& options = {}) {
@@ -839,6 +849,7 @@ class PluginBuilder {
     d.query = &T::query;
     d.end = &T::end;
     d.destroy = &T::destroy;
+    if constexpr (detail::has_set_token_budget<L>::value) d.set_token_budget = &T::set_token_budget;
     logits_processors_.push_back(d);
   }
 
