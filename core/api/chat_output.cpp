@@ -80,4 +80,17 @@ sy_api_status sy_parse_output_as(const sy_engine* engine, const char* parser, co
   });
 }
 
+sy_api_status sy_tool_call_constraint(const sy_engine* engine, const char* parser, const char* tools_json, int32_t one_call, char* json,
+                                      int64_t capacity, int64_t* length) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !tools_json || !length || capacity < 0 || (capacity > 0 && !json))
+      return fail(SY_API_INVALID_ARGUMENT, "sy_tool_call_constraint: engine, tools_json and length are required (json when capacity > 0)");
+    const sy::ToolCallFamily& family = parser && *parser ? sy::tool_call_family_named(parser) : *engine->tool_parser;
+    const std::string s = sy::tool_call_constraint(family, tools_json, one_call != 0);
+    *length = static_cast<int64_t>(s.size());
+    if (capacity > 0) std::memcpy(json, s.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
 }  // extern "C"

@@ -329,21 +329,35 @@ void read_gpt_oss(const std::string& text, bool final, ParsedOutput& out) {
   }
 }
 
+// How one call is written: `begin` (with {name} for the function's name),
+// the arguments as a JSON object, `end`. `trigger`: where a call starts.
+struct CallSyntax {
+  const char* trigger;
+  const char* begin;
+  const char* end;
+};
+
 struct Family {
   const char* name;
   std::vector<std::string> marks;  // any of them in a template's source picks the family
   Reader read;
+  CallSyntax call;
 };
 
 const std::vector<Family>& families() {
   static const std::vector<Family> table = {
-      {"gpt_oss", {"<|channel|>"}, read_gpt_oss},
-      {"mistral", {"[TOOL_CALLS]"}, read_mistral},
-      {"deepseek_v3", {"tool▁calls▁begin"}, read_deepseek},
-      {"granite", {"<|tool_call|>", "start_of_role"}, read_granite},
-      {"command_r", {"<|START_ACTION|>", "<|START_OF_TURN_TOKEN|>"}, read_command_r},
-      {"llama3_json", {"<|python_tag|>", "Environment: ipython"}, read_llama3_json},
-      {"hermes", {"<tool_call>"}, read_hermes},
+      {"gpt_oss", {"<|channel|>"}, read_gpt_oss,
+       {"<|channel|>commentary to=functions.", "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>", "<|call|>"}},
+      {"mistral", {"[TOOL_CALLS]"}, read_mistral, {"[TOOL_CALLS]", "[TOOL_CALLS][{\"name\": \"{name}\", \"arguments\": ", "}]"}},
+      {"deepseek_v3", {"tool▁calls▁begin"}, read_deepseek,
+       {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>{name}<｜tool▁sep｜>", "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"}},
+      {"granite", {"<|tool_call|>", "start_of_role"}, read_granite,
+       {"<tool_call>", "<tool_call>[{\"name\": \"{name}\", \"arguments\": ", "}]"}},
+      {"command_r", {"<|START_ACTION|>", "<|START_OF_TURN_TOKEN|>"}, read_command_r,
+       {"<|START_ACTION|>", "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"{name}\", \"parameters\": ", "}]<|END_ACTION|>"}},
+      {"llama3_json", {"<|python_tag|>", "Environment: ipython"}, read_llama3_json,
+       {"{\"name\": \"", "{\"name\": \"{name}\", \"parameters\": ", "}"}},
+      {"hermes", {"<tool_call>"}, read_hermes, {"<tool_call>", "<tool_call>\n{\"name\": \"{name}\", \"arguments\": ", "}\n</tool_call>"}},
   };
   return table;
 }
@@ -407,6 +421,23 @@ const ToolCallFamily& tool_call_family_named(const std::string& name) {
 }
 
 const char* tool_call_family_name(const ToolCallFamily& family) { return family.family->name; }
+
+std::string tool_call_constraint(const ToolCallFamily& family, const std::string& tools_json, bool one_call) {
+  const json tools = json::parse(tools_json, nullptr, false);
+  if (!tools.is_array()) throw Error("tools: expected a JSON array", ErrorKind::InvalidArgument);
+  const CallSyntax& syntax = family.family->call;
+  json tags = json::array();
+  for (const json& tool : tools) {
+    const json& f = tool.contains("function") ? tool["function"] : tool;
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string())
+      throw Error("tools: a tool without a function name: " + tool.dump(), ErrorKind::InvalidArgument);
+    std::string begin = syntax.begin;
+    begin.replace(begin.find("{name}"), 6, f["name"].get<std::string>());
+    const json schema = f.contains("parameters") && f["parameters"].is_object() ? f["parameters"] : json{{"type", "object"}};
+    tags.push_back({{"begin", begin}, {"schema", schema}, {"end", syntax.end}});
+  }
+  return json{{"triggers", json::array({syntax.trigger})}, {"tags", tags}, {"stop_after_first", one_call}}.dump();
+}
 
 std::vector<std::string> tool_call_family_names() {
   std::vector<std::string> names;

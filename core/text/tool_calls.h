@@ -2,8 +2,9 @@
 // convention of the model's chat-template family (Hermes/Qwen <tool_call>,
 // Llama 3 JSON, Mistral [TOOL_CALLS], DeepSeek, Granite, Command-R,
 // gpt-oss channels). Each family is one row of a table (tool_calls.cpp):
-// how to recognise its template, and how to read its output. Adding a
-// family is adding a row and its reader.
+// how to recognise its template, how to read its output, and how one call
+// is written (for the constraint that keeps calls valid while text stays
+// free). Adding a family is adding a row and its reader.
 #pragma once
 #include <string>
 #include <vector>
@@ -39,5 +40,13 @@ std::vector<std::string> tool_call_family_names();
 // before anything that is or may become a tool call, and only complete
 // calls are returned.
 ParsedOutput parse_model_output(const ToolCallFamily& family, const std::string& text, bool final);
+
+// The logits processors' "triggered_tags" constraint (plugin.h) for OpenAI
+// `tools` (a JSON array, as text) written the family's way: text is free
+// until the family's call marker; from there one of the tools' calls,
+// its arguments valid against that tool's parameters. one_call: the text
+// ends after the first call (parallel_tool_calls false). Returns the spec
+// as JSON text; throws naming a tool without a name.
+std::string tool_call_constraint(const ToolCallFamily& family, const std::string& tools_json, bool one_call);
 
 }  // namespace sy

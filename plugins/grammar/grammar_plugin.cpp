@@ -9,6 +9,8 @@
 #include <switchyard/plugin.hpp>
 #include <xgrammar/xgrammar.h>
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "completion_path.h"
@@ -28,6 +30,34 @@ std::vector<std::string> token_bytes(const Vocab& v) {
   return tokens;
 }
 
+// The tokens as a triggered-tags constraint sees them: control tokens keep
+// their text (a family's call marker is one in its own vocabulary:
+// [TOOL_CALLS], <|channel|>), the stop tokens stay empty.
+std::vector<std::string> tagged_token_bytes(const Vocab& v) {
+  std::vector<std::string> tokens(static_cast<size_t>(v.size()));
+  const std::vector<int32_t> stop = v.stop_tokens();
+  for (int32_t id = 0; id < v.size(); ++id)
+    if (std::find(stop.begin(), stop.end(), id) == stop.end()) tokens[static_cast<size_t>(id)] = v.bytes(id);
+  return tokens;
+}
+
+// Our triggered_tags spec (plugin.h) as xgrammar's structural tag.
+std::string structural_tag(const std::string& spec) {
+  const nlohmann::json j = nlohmann::json::parse(spec, nullptr, false);
+  if (!j.is_object() || !j.contains("triggers") || !j["triggers"].is_array() || !j.contains("tags") || !j["tags"].is_array())
+    throw Error("triggered_tags: expected {\"triggers\": [...], \"tags\": [...]}", SY_INVALID_ARGUMENT);
+  nlohmann::json tags = nlohmann::json::array();
+  for (const auto& t : j["tags"]) {
+    if (!t.is_object() || !t.contains("begin") || !t["begin"].is_string() || !t.contains("end") || !t["end"].is_string())
+      throw Error("triggered_tags: each tag needs 'begin' and 'end' strings", SY_INVALID_ARGUMENT);
+    const nlohmann::json schema = t.contains("schema") ? t["schema"] : nlohmann::json{{"type", "object"}};
+    tags.push_back({{"type", "tag"}, {"begin", t["begin"]}, {"content", {{"type", "json_schema"}, {"json_schema", schema}}}, {"end", t["end"]}});
+  }
+  nlohmann::json format = {{"type", "triggered_tags"}, {"triggers", j["triggers"]}, {"tags", tags}};
+  if (j.value("stop_after_first", false)) format["stop_after_first"] = true;
+  return nlohmann::json{{"type", "structural_tag"}, {"format", format}}.dump();
+}
+
 // Tokens left at which the masks start keeping the completion in reach:
 // its length in tokens plus this headroom (a token that opens a structure
 // lengthens the completion by a few tokens).
@@ -40,8 +70,12 @@ class GrammarProcessor {
   GrammarProcessor(const Vocab& vocab, const Options& o) : GrammarProcessor(vocab, o, token_bytes(vocab)) {}
   GrammarProcessor(const Vocab& vocab, const Options& o, const std::vector<std::string>& tokens)
       : vocab_size_(vocab.size()),
-        compiler_(xgrammar::TokenizerInfo(tokens, xgrammar::VocabType::RAW, vocab.size(), vocab.stop_tokens(), false),
-                  static_cast<int>(o.get_int("compile_threads")), true, o.get_int("cache_mb") * 1024 * 1024),
+        threads_(static_cast<int>(o.get_int("compile_threads"))),
+        cache_bytes_(o.get_int("cache_mb") * 1024 * 1024),
+        stop_tokens_(vocab.stop_tokens()),
+        tagged_tokens_(tagged_token_bytes(vocab)),
+        compiler_(xgrammar::TokenizerInfo(tokens, xgrammar::VocabType::RAW, vocab.size(), vocab.stop_tokens(), false), threads_, true,
+                  cache_bytes_),
         any_whitespace_(o.get_bool("any_whitespace")),
         finish_within_budget_(o.get_bool("finish_within_budget")),
         path_(tokens, vocab.stop_tokens()) {
@@ -101,10 +135,20 @@ class GrammarProcessor {
       if (kind == "json_schema") return compiler_.CompileJSONSchema(spec, any_whitespace_);
       if (kind == "regex") return compiler_.CompileRegex(spec);
       if (kind == "grammar") return compiler_.CompileGrammar(spec, "root");
+      if (kind == "triggered_tags") return tagged_compiler().CompileStructuralTag(structural_tag(spec));
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception& e) {
       throw Error("xgrammar refused the " + kind + ": " + e.what(), SY_INVALID_ARGUMENT);
     }
-    throw Error("unknown constraint kind '" + kind + "' (json_object, json_schema, regex, grammar)", SY_UNSUPPORTED);
+    throw Error("unknown constraint kind '" + kind + "' (json_object, json_schema, regex, grammar, triggered_tags)", SY_UNSUPPORTED);
+  }
+  // Built on first use: most sessions never see a triggered_tags request.
+  xgrammar::GrammarCompiler& tagged_compiler() {
+    if (!tagged_compiler_)
+      tagged_compiler_.emplace(xgrammar::TokenizerInfo(tagged_tokens_, xgrammar::VocabType::RAW, vocab_size_, stop_tokens_, false), threads_, true,
+                               cache_bytes_);
+    return *tagged_compiler_;
   }
   // A request's matcher, and its token budget when the host gave one.
   struct Constrained {
@@ -128,7 +172,9 @@ class GrammarProcessor {
     const int32_t need = path ? path_.tokens_for(*path) : -1;
     c.completion_tokens = need >= 0 ? need : static_cast<int32_t>(kMaxCompletion);
     c.built_at = c.accepted;
-    if (need < 0 || need + kHeadroom < left) return;
+    // A whole match already (free text around tool calls, a finished JSON
+    // value): nothing to keep in reach.
+    if (need <= 0 || need + kHeadroom < left) return;
     path_.restrict_to(*path, left, row, words);
   }
 
@@ -139,7 +185,12 @@ class GrammarProcessor {
   }
 
   int32_t vocab_size_;
+  int threads_;
+  int64_t cache_bytes_;
+  std::vector<int32_t> stop_tokens_;
+  std::vector<std::string> tagged_tokens_;
   xgrammar::GrammarCompiler compiler_;
+  std::optional<xgrammar::GrammarCompiler> tagged_compiler_;
   bool any_whitespace_, finish_within_budget_;
   sy::grammar::CompletionPath path_;
   std::unordered_map<uint64_t, Constrained> matchers_;

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from openai import OpenAI
+from openai import BadRequestError, OpenAI
 
 from conftest import API_KEY, start_server, stop_server
 
@@ -230,3 +230,36 @@ def test_responses_api_agent_loop(smollm2):
     # A bounded answer is "incomplete", as OpenAI says it.
     short = client.responses.create(model=model, input="Tell me a long story.", max_output_tokens=5, temperature=0)
     assert short.status == "incomplete" and short.incomplete_details.reason == "max_output_tokens"
+
+
+def test_strict_functions_keep_auto_mode_calls_valid(smollm2):
+    """tool_choice auto with "strict": true: the text stays free, and once the
+    model writes the family's call marker the grammar holds the call to one
+    of the tools and its arguments to that tool's schema (a
+    "triggered_tags" constraint). A few-shot conversation gets SmolLM2 to
+    call at temperature 1; without strict, some of those calls were seen to
+    break the schema ("unit": "metric_c")."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+              "required": ["city", "unit"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Get the weather", "parameters": schema, "strict": True}}]
+    shots = []
+    for city in ("London", "Rome", "Oslo"):
+        call = {"id": "c" + city, "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city, "unit": "celsius"})}}
+        shots += [{"role": "user", "content": f"What is the weather in {city}?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "c" + city, "content": '{"temperature": 20}'},
+                  {"role": "assistant", "content": f"It is 20 degrees in {city}."}]
+    model = smollm2.models.list().data[0].id
+    calls = 0
+    for seed in range(16):
+        r = smollm2.chat.completions.create(model=model, messages=shots + [{"role": "user", "content": "What is the weather in Paris?"}],
+                                            tools=tools, temperature=1.0, seed=seed, max_tokens=60)
+        m = r.choices[0].message
+        for c in m.tool_calls or []:
+            assert c.function.name == "get_weather"
+            jsonschema.validate(json.loads(c.function.arguments), schema)
+            calls += 1
+        assert "<tool_call>" not in (m.content or ""), m.content  # every call that started was completed and read
+    assert calls >= 1
+    with pytest.raises(BadRequestError) as e:
+        smollm2.chat.completions.create(model=model, messages=QUESTION, tools=tools, response_format={"type": "json_object"})
+    assert e.value.body["param"] == "tools"

@@ -16,6 +16,13 @@ struct ChatTools {
   bool parallel = true;              // parallel_tool_calls
   bool offered() const { return tools.is_array() && !tools.empty() && choice != "none"; }
   bool forced() const { return offered() && (choice == "required" || choice == "function"); }
+  // Some function asks for strict (schema-valid) arguments.
+  bool strict() const {
+    if (!tools.is_array()) return false;
+    for (const auto& t : tools)
+      if (t["function"].contains("strict") && t["function"]["strict"] == true) return true;
+    return false;
+  }
 };
 
 // Throws ApiError naming "tools", "tool_choice" or "parallel_tool_calls".

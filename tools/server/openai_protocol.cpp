@@ -239,6 +239,18 @@ OpenAIProtocol::OpenAIProtocol(sy_engine* e, ProtocolOptions o)
   defaults_.template_facts = TemplateFacts::of(source, parser);
   defaults_.has_chat_template = has_chat_template_;
   defaults_.tool_parser_of = [](const std::string& text) { return std::string(sy_tool_parser_for_template(text.c_str())); };
+  defaults_.tool_call_constraint = [e](const std::string& family, const std::string& tools, bool one_call) {
+    std::string spec(4096, '\0');
+    int64_t n = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (sy_tool_call_constraint(e, family.c_str(), tools.c_str(), one_call ? 1 : 0, spec.data(), static_cast<int64_t>(spec.size()), &n) != SY_API_OK)
+        throw bad_request(sy_last_error(), "tools");
+      if (n <= static_cast<int64_t>(spec.size())) break;
+      spec.resize(static_cast<size_t>(n));
+    }
+    spec.resize(static_cast<size_t>(n));
+    return spec;
+  };
 }
 
 OpenAIProtocol::~OpenAIProtocol() = default;

@@ -394,6 +394,16 @@ ParsedRequest parse_request(const std::string& body_text, bool chat, const Reque
       r.sampling.constraint_kind = "json_schema";
       r.sampling.constraint_spec = forced_tool_call_schema(r.tools);
       r.sampling.constraint_param = "tool_choice";
+    } else if (r.tools.offered() && r.tools.strict()) {
+      // tool_choice auto with a strict function: the text stays free and
+      // every call the model starts (the family's marker) is held to one
+      // of the tools' schemas by the grammar, as OpenAI's strict promises.
+      if (!r.sampling.constraint_param.empty())
+        throw bad_request("a strict function and '" + r.sampling.constraint_param + "' both constrain the output: give one", "tools");
+      if (!l.tool_call_constraint) throw bad_request("'strict' function calling is not available here", "tools");
+      r.sampling.constraint_kind = "triggered_tags";
+      r.sampling.constraint_spec = l.tool_call_constraint(r.template_facts.tool_parser, r.tools.tools.dump(), !r.tools.parallel);
+      r.sampling.constraint_param = "tools";
     }
   }
   parse_prompts(body, chat, l, tokenize, l.has_chat_template ? render_chat : nullptr, r);

@@ -80,6 +80,10 @@ struct RequestLimits {
   bool has_chat_template = true;  // the model's own (a request may bring one: chat_template)
   // The tool-call family a template's source writes (null: "hermes").
   std::function<std::string(const std::string&)> tool_parser_of;
+  // The constraint that keeps strict tool calls valid in a family's syntax
+  // while text stays free (sy_tool_call_constraint): (family, tools JSON,
+  // one call only) -> a "triggered_tags" spec. Unset: strict is refused.
+  std::function<std::string(const std::string&, const std::string&, bool)> tool_call_constraint;
   int max_tokens = 4096;
   int max_n = 8;
   int max_prompt_tokens = 4096;

@@ -786,7 +786,12 @@ typedef struct sy_logits_processor_desc {
   sy_status (*create)(void* plugin_data, const sy_vocab* vocab, const sy_options* options, void** state);
   /* Required. Starts constraining seq. kind: "json_object" (any JSON
    * object), "json_schema" (spec: the schema as JSON text), "regex",
-   * "grammar" (spec: EBNF/GBNF text), or a kind of the processor's own.
+   * "grammar" (spec: EBNF/GBNF text), "triggered_tags" (1.6; spec:
+   * {"triggers": [strings], "tags": [{"begin", "schema", "end"}],
+   * "stop_after_first": bool}: free text in which a trigger starts one of
+   * the tags whose begin it prefixes, the tag's begin, JSON valid against
+   * its schema, its end; strict tool calls), or a kind of the processor's
+   * own. Refuse a kind you do not know with SY_UNSUPPORTED.
    * Both strings are valid during the call. */
   sy_status (*begin)(void* state, uint64_t seq, const char* kind, const char* spec);
   /* Required. For each of the num_rows sequences in seqs (distinct), the

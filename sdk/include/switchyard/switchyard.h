@@ -487,6 +487,16 @@ SY_API sy_api_status sy_embed(sy_engine* engine, const int32_t* ids, int32_t num
  * sentence-transformers config. *length and capacity as sy_parse_output. */
 SY_API sy_api_status sy_engine_embedding_info(sy_engine* engine, char* json, int64_t capacity, int64_t* length);
 
+/* Strict tool calls while text stays free: the constraint (kind
+ * "triggered_tags", plugin.h) under which the text is free until the
+ * family's call marker and each call is one of `tools_json`'s (OpenAI's
+ * tools array) written the family's way, its arguments valid against the
+ * tool's parameters. parser as sy_parse_output_as (NULL or "": the
+ * engine's); one_call: the text ends after the first call. Writes the spec
+ * (JSON) as sy_parse_output. */
+SY_API sy_api_status sy_tool_call_constraint(const sy_engine* engine, const char* parser, const char* tools_json, int32_t one_call, char* json,
+                                             int64_t capacity, int64_t* length);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
