@@ -73,6 +73,7 @@ sy_api_status sy_parse_output_as(const sy_engine* engine, const char* parser, co
                                                                              : nlohmann::ordered_json(nullptr)},
                                   {"tool_calls", nlohmann::ordered_json::array()}};
     for (const sy::ToolCall& c : parsed.calls) out["tool_calls"].push_back({{"name", c.name}, {"arguments", c.arguments}});
+    if (parsed.has_partial && !final) out["partial_call"] = {{"name", parsed.partial.name}, {"arguments", parsed.partial.arguments}};
     const std::string s = out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     *length = static_cast<int64_t>(s.size());
     if (capacity > 0) std::memcpy(json, s.data(), static_cast<size_t>(std::min<int64_t>(capacity, *length)));

@@ -46,6 +46,78 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
+// The span [begin, end) of member `key`'s value in the JSON object that
+// starts at `from` (its own members only); end is npos while the value is
+// still being written, begin npos when the key is not (yet) there.
+std::pair<size_t, size_t> member_span(const std::string& s, size_t from, const std::string& key) {
+  const size_t npos = std::string::npos;
+  auto string_end = [&](size_t i) {  // i at the opening quote: one past the closing one, or npos
+    for (++i; i < s.size(); ++i) {
+      if (s[i] == '\\') ++i;
+      else if (s[i] == '"') return i + 1;
+    }
+    return npos;
+  };
+  size_t i = skip_space(s, from);
+  if (i >= s.size() || s[i] != '{') return {npos, npos};
+  for (++i;;) {
+    i = skip_space(s, i);
+    if (i >= s.size() || s[i] != '"') return {npos, npos};
+    const size_t k_end = string_end(i);
+    if (k_end == npos) return {npos, npos};
+    const std::string k = s.substr(i + 1, k_end - i - 2);
+    i = skip_space(s, k_end);
+    if (i >= s.size() || s[i] != ':') return {npos, npos};
+    const size_t v = skip_space(s, i + 1);
+    if (v >= s.size()) return {npos, npos};
+    size_t v_end;
+    if (s[v] == '{' || s[v] == '[') v_end = json_end(s, v);
+    else if (s[v] == '"') v_end = string_end(v);
+    else {
+      v_end = v;
+      while (v_end < s.size() && s[v_end] != ',' && s[v_end] != '}') ++v_end;
+      if (v_end >= s.size()) v_end = npos;
+    }
+    if (k == key) return {v, v_end};
+    if (v_end == npos) return {npos, npos};
+    i = skip_space(s, v_end);
+    if (i >= s.size() || s[i] != ',') return {npos, npos};
+    ++i;
+  }
+}
+
+// The call being written in `s` from `from` (an object, or a list whose
+// last object is unfinished): its name once written, its arguments so far
+// when they are an object. False when neither is known yet.
+bool partial_call(const std::string& s, size_t from, ParsedOutput& out) {
+  size_t at = skip_space(s, from);
+  if (at < s.size() && s[at] == '[') {
+    at = skip_space(s, at + 1);
+    // Calls before the last one (a comma after them) are read when the list
+    // closes; the last one, finished or not, is the one being written.
+    while (at < s.size() && s[at] == '{') {
+      const size_t end = json_end(s, at);
+      if (end == std::string::npos) break;
+      const size_t next = skip_space(s, end);
+      if (next >= s.size() || s[next] != ',') break;
+      at = skip_space(s, next + 1);
+    }
+  }
+  std::pair<size_t, size_t> name = member_span(s, at, "name");
+  if (name.first == std::string::npos) name = member_span(s, at, "tool_name");
+  if (name.first == std::string::npos || name.second == std::string::npos || s[name.first] != '"') return false;
+  const json n = json::parse(s.substr(name.first, name.second - name.first), nullptr, false);
+  if (!n.is_string()) return false;
+  out.partial.name = n.get<std::string>();
+  std::pair<size_t, size_t> args = member_span(s, at, "arguments");
+  if (args.first == std::string::npos) args = member_span(s, at, "parameters");
+  out.partial.arguments.clear();
+  if (args.first != std::string::npos && s[args.first] == '{')
+    out.partial.arguments = s.substr(args.first, args.second == std::string::npos ? std::string::npos : args.second - args.first);
+  out.has_partial = true;
+  return true;
+}
+
 // Arguments as JSON text: an object as it is, a string that holds JSON as
 // that JSON (some models write the arguments as a string).
 std::string arguments_text(const json& v) {
@@ -72,13 +144,33 @@ bool call_of(const json& v, ToolCall& call) {
 
 // A JSON object or a list of them -> calls; false (and nothing added) if
 // any element is not a call.
+// An object's arguments keep the text the model wrote (a stream sends that
+// text as it grows, so the whole call must say the same).
 bool calls_of(const std::string& text, std::vector<ToolCall>& calls) {
   const json v = json::parse(text, nullptr, false);
   if (v.is_discarded()) return false;
+  std::vector<size_t> starts;  // where each call object starts in text
+  size_t at = skip_space(text, 0);
+  if (at < text.size() && text[at] == '[') {
+    for (at = skip_space(text, at + 1); at < text.size() && text[at] == '{';) {
+      starts.push_back(at);
+      at = skip_space(text, json_end(text, at));
+      if (at < text.size() && text[at] == ',') at = skip_space(text, at + 1);
+    }
+  } else {
+    starts.push_back(at);
+  }
   std::vector<ToolCall> found;
-  for (const json& item : v.is_array() ? v : json::array({v})) {
+  const json items = v.is_array() ? v : json::array({v});
+  for (size_t k = 0; k < items.size(); ++k) {
     ToolCall c;
-    if (!call_of(item, c)) return false;
+    if (!call_of(items[k], c)) return false;
+    if (k < starts.size()) {
+      std::pair<size_t, size_t> args = member_span(text, starts[k], "arguments");
+      if (args.first == std::string::npos) args = member_span(text, starts[k], "parameters");
+      if (args.first != std::string::npos && args.second != std::string::npos && text[args.first] == '{')
+        c.arguments = text.substr(args.first, args.second - args.first);
+    }
     found.push_back(std::move(c));
   }
   calls.insert(calls.end(), found.begin(), found.end());
@@ -114,16 +206,21 @@ void read_tagged_json(const std::string& text, bool final, ParsedOutput& out, co
     const size_t body = skip_space(text, start + open.size());
     const size_t end = body < text.size() && (text[body] == '{' || text[body] == '[') ? json_end(text, body) : std::string::npos;
     if (end == std::string::npos) {
-      // Not (yet) a call: while streaming wait for more; at the end the
-      // block stays content, so nothing the model wrote is lost.
+      // Not (yet) a call: while streaming wait for more (saying what of the
+      // call is known); at the end the block stays content, so nothing the
+      // model wrote is lost.
       if (final) out.content += text.substr(start);
+      else if (body < text.size()) partial_call(text, body, out);
       return;
     }
     size_t after = end;
     if (!close.empty()) {
       const size_t c = text.find(close, end);
       if (c != std::string::npos && trim(text.substr(end, c - end)).empty()) after = c + close.size();
-      else if (!final) return;  // the closing tag may still come
+      else if (!final) {  // the closing tag may still come
+        partial_call(text, body, out);
+        return;
+      }
     }
     if (!calls_of(text.substr(body, end - body), out.calls)) out.content += text.substr(start, after - start);
     at = after;
@@ -156,6 +253,7 @@ void read_llama3_json(const std::string& text, bool final, ParsedOutput& out) {
     const size_t end = json_end(text, at);
     if (end == std::string::npos) {
       if (final) out.content = text;  // unfinished JSON: the model's text, not a call
+      else if (partial_call(text, at, out)) out.calls = std::move(calls);
       return;
     }
     if (!calls_of(text.substr(at, end - at), calls)) {
@@ -187,6 +285,7 @@ void read_mistral(const std::string& text, bool final, ParsedOutput& out) {
       const size_t end = json_end(text, at);
       if (end == std::string::npos) {
         if (final) out.content += text.substr(at);
+        else partial_call(text, at, out);
         return;
       }
       if (!calls_of(text.substr(at, end - at), out.calls)) out.content += text.substr(at, end - at);

@@ -21,6 +21,12 @@ struct ParsedOutput {
   std::string reasoning;  // the model's thinking (<think>, gpt-oss's analysis channel)
   bool has_reasoning = false;
   std::vector<ToolCall> calls;
+  // While streaming: the call being written after `calls`, once its name
+  // is known, with its arguments so far (raw text, a prefix of what the
+  // whole call's arguments will be). Families that write a call as JSON
+  // ({"name", "arguments"}: Hermes, Granite, Mistral, Llama 3) report one.
+  bool has_partial = false;
+  ToolCall partial;
 };
 
 struct ToolCallFamily;  // a row of the table

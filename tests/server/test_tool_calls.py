@@ -85,6 +85,7 @@ def check_calls(calls, names=("get_weather",)):
 def streamed(client, **kw):
     """The streamed answer put together as the openai client's users do."""
     content, reasoning, calls, finish = "", "", {}, None
+    streamed.argument_pieces = 0
     for chunk in client.chat.completions.create(stream=True, **kw):
         for ch in chunk.choices:
             d = ch.delta
@@ -95,6 +96,7 @@ def streamed(client, **kw):
                 c["id"] = tc.id or c["id"]
                 c["name"] += (tc.function.name or "") if tc.function else ""
                 c["arguments"] += (tc.function.arguments or "") if tc.function else ""
+                streamed.argument_pieces += bool(tc.function and tc.function.arguments)
             finish = ch.finish_reason or finish
     return content, reasoning, [calls[k] for k in sorted(calls)], finish
 
@@ -170,6 +172,9 @@ def family_loop(client, family, template=None):
     assert getattr(m, "reasoning_content", None) == REASONING.get(family)
     content, reasoning, calls, finish = streamed(client, **kw)
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]
+    assert calls[0]["arguments"] == m.tool_calls[0].function.arguments  # the pieces add up to the whole answer's
+    if family in ("hermes", "hermes3", "qwen3_thinking", "granite", "mistral", "llama3_json"):
+        assert streamed.argument_pieces > 1  # written as JSON: the arguments stream as they are written
     assert finish == "tool_calls" and not content.strip() and reasoning == (REASONING.get(family) or "")
     # The template renders the call and its result in the next turn.
     follow = client.chat.completions.create(model=model, messages=QUESTION + result_messages(m), tools=TOOLS, temperature=0, max_tokens=2,

@@ -94,8 +94,10 @@ ChoiceOutput::Parsed ChoiceOutput::parse_now(bool final) const {
   p.has_reasoning = j["reasoning_content"].is_string();
   if (p.has_reasoning) p.reasoning = j["reasoning_content"].get<std::string>();
   // Calls only when tools were offered: otherwise the text stays the answer.
-  if (s_.tools.offered())
+  if (s_.tools.offered()) {
     for (const json& c : j["tool_calls"]) p.calls.push_back(c);
+    if (j.contains("partial_call")) p.partial = j["partial_call"];
+  }
   else if (!j["tool_calls"].empty() && final)
     p.content = cut_at_stop(text_);
   return p;
@@ -257,12 +259,27 @@ std::vector<json> ChoiceOutput::deltas() {
         sent_arguments_ = args.size();
       }
     } else {
-      for (size_t k = sent_calls_; k < p.calls.size(); ++k) {
-        json call = tool_call(k, p.calls[k]);
-        call["index"] = k;
-        out.push_back(delta({{"tool_calls", json::array({call})}}));
+      // Each call once its name is known, then its arguments as they grow
+      // (the parser's partial call; whole calls keep the text the model
+      // wrote, so the pieces add up to them).
+      std::vector<json> known = p.calls;
+      if (!p.partial.is_null()) known.push_back(p.partial);
+      for (size_t k = 0; k < known.size(); ++k) {
+        const std::string args = known[k]["arguments"].get<std::string>();
+        if (k >= sent_calls_) {
+          json call = tool_call(k, known[k]);
+          call["index"] = k;
+          out.push_back(delta({{"tool_calls", json::array({call})}}));
+          sent_calls_ = k + 1;
+          call_arguments_sent_.push_back(args);
+          continue;
+        }
+        std::string& sent = call_arguments_sent_[k];
+        if (args.size() > sent.size() && args.compare(0, sent.size(), sent) == 0) {
+          out.push_back(delta({{"tool_calls", json::array({{{"index", k}, {"function", {{"arguments", args.substr(sent.size())}}}}})}}));
+          sent = args;
+        }
       }
-      sent_calls_ = std::max(sent_calls_, p.calls.size());
     }
   }
   if (finished_ && !sent_finish_) {

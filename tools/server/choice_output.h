@@ -57,6 +57,7 @@ class ChoiceOutput {
     std::string content, reasoning;
     bool has_reasoning = false;
     std::vector<nlohmann::json> calls;  // {"name", "arguments"}
+    nlohmann::json partial;             // streaming: the call being written after them, or null
   };
   Parsed parse_now(bool final) const;
   std::string cut_at_stop(std::string text) const;
@@ -87,6 +88,7 @@ class ChoiceOutput {
   bool sent_first_ = false, sent_finish_ = false;
   std::string sent_content_, sent_reasoning_;
   size_t sent_calls_ = 0, sent_arguments_ = 0;
+  std::vector<std::string> call_arguments_sent_;  // auto mode: per announced call, its arguments sent so far
   std::vector<std::string> call_ids_;
 };
 

@@ -455,7 +455,10 @@ SY_API const char* sy_engine_tool_parser(const sy_engine* engine);
  *   {"content": "...", "reasoning_content": "..." or null,
  *    "tool_calls": [{"name": "...", "arguments": "<JSON object text>"}]}
  * final 0: the output may still grow (streaming): content stops before
- * anything that is or may become a call, and only whole calls are listed.
+ * anything that is or may become a call, and only whole calls are listed;
+ * (1.7) "partial_call": {"name", "arguments"} then gives the call being
+ * written once its name is known, its arguments so far (a prefix of the
+ * whole call's, which keep the text the model wrote).
  * Special tokens are left out of content. Writes up to capacity bytes and
  * sets *length to the full length. */
 SY_API sy_api_status sy_parse_output(const sy_engine* engine, const int32_t* ids, int32_t num_ids, int32_t final, char* json,
