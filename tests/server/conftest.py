@@ -13,6 +13,21 @@ MANIFEST = os.environ["SWITCHYARD_STORIES_MANIFEST"]
 API_KEY = "test-key"
 
 
+def trained_model(needs_grammar=False):
+    """The trained model's GGUF (SWITCHYARD_SMOLLM2_GGUF, scripts/fetch-smollm2.sh),
+    called at a module's top: skips the module when the file is not fetched
+    (an error when SWITCHYARD_REQUIRE_TRAINED_MODEL=1, as in CI) or, with
+    needs_grammar, when the build has no grammar processor."""
+    gguf = os.environ.get("SWITCHYARD_SMOLLM2_GGUF", "")
+    if not gguf:
+        if os.environ.get("SWITCHYARD_REQUIRE_TRAINED_MODEL") == "1":
+            raise RuntimeError("SWITCHYARD_SMOLLM2_GGUF is not set (scripts/fetch-smollm2.sh)")
+        pytest.skip("the trained model is not fetched (SWITCHYARD_SMOLLM2_GGUF)", allow_module_level=True)
+    if needs_grammar and not os.environ.get("SWITCHYARD_HAS_GRAMMAR"):
+        pytest.skip("this module needs the grammar processor (a build with xgrammar)", allow_module_level=True)
+    return gguf
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -19,14 +19,10 @@ import pytest
 import requests
 from openai import OpenAI
 
-from conftest import API_KEY, start_server, stop_server
+from conftest import API_KEY, start_server, stop_server, trained_model
 
 CLI = os.environ["SWITCHYARD_CLI"]
-GGUF = os.environ.get("SWITCHYARD_SMOLLM2_GGUF", "")
-if not GGUF:
-    if os.environ.get("SWITCHYARD_REQUIRE_TRAINED_MODEL") == "1":
-        raise RuntimeError("SWITCHYARD_SMOLLM2_GGUF is not set (scripts/fetch-smollm2.sh)")
-    pytest.skip("the trained model is not fetched (SWITCHYARD_SMOLLM2_GGUF)", allow_module_level=True)
+GGUF = trained_model()
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
 # float32 logits through two paths (the step engine's prompt pass, the
 # graph's last position): equal up to summation order.

@@ -9,19 +9,14 @@ shortest limit the schema's skeleton fits in up. With the option off
 return broken JSON (seen: 9 of 54 valid, against 39 of 54 with it on and
 every invalid one below its schema's skeleton)."""
 import json
-import os
 import re
 
 import jsonschema
 import pytest
 
-GGUF = os.environ.get("SWITCHYARD_SMOLLM2_GGUF", "")
-if not GGUF:
-    if os.environ.get("SWITCHYARD_REQUIRE_TRAINED_MODEL") == "1":
-        raise RuntimeError("SWITCHYARD_SMOLLM2_GGUF is not set (scripts/fetch-smollm2.sh)")
-    pytest.skip("the trained model is not fetched (SWITCHYARD_SMOLLM2_GGUF)", allow_module_level=True)
-if not os.environ.get("SWITCHYARD_HAS_GRAMMAR"):
-    pytest.skip("structured output needs the grammar processor", allow_module_level=True)
+from conftest import trained_model
+
+trained_model(needs_grammar=True)
 
 EMAIL = {"type": "object", "properties": {"email": {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.com$"}}, "required": ["email"]}
 PERSON = {"type": "object", "properties": {

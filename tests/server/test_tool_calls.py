@@ -11,7 +11,6 @@ makes the model write that family's syntax with a regex constraint (a
 135M model does not know seven conventions), so the server's reading of
 each family is what is checked, streamed and not."""
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -20,16 +19,10 @@ import jsonschema
 import pytest
 from openai import BadRequestError, OpenAI
 
-from conftest import API_KEY, start_server, stop_server
+from conftest import API_KEY, start_server, stop_server, trained_model
 
 ROOT = Path(__file__).resolve().parents[2]
-GGUF = os.environ.get("SWITCHYARD_SMOLLM2_GGUF", "")
-if not GGUF:
-    if os.environ.get("SWITCHYARD_REQUIRE_TRAINED_MODEL") == "1":
-        raise RuntimeError("SWITCHYARD_SMOLLM2_GGUF is not set (scripts/fetch-smollm2.sh)")
-    pytest.skip("the trained model is not fetched (SWITCHYARD_SMOLLM2_GGUF)", allow_module_level=True)
-if not os.environ.get("SWITCHYARD_HAS_GRAMMAR"):
-    pytest.skip("tool_choice and the family checks need the grammar processor", allow_module_level=True)
+GGUF = trained_model(needs_grammar=True)  # tool_choice and the family checks need the grammar
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
            "required": ["city"], "additionalProperties": False}
