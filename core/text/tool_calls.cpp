@@ -128,6 +128,24 @@ std::string arguments_text(const json& v) {
   return v.is_null() ? "{}" : v.dump();
 }
 
+// Arguments written on their own (after a family's markup): an object keeps
+// the text the model wrote, anything else is read as arguments_text does.
+std::string written_arguments(const std::string& raw) {
+  const std::string t = trim(raw);
+  const json v = json::parse(t, nullptr, false);
+  if (!v.is_discarded() && v.is_object()) return t;
+  return arguments_text(v.is_discarded() ? json(raw) : v);
+}
+
+// While streaming: a call whose name is known, its arguments so far being
+// `raw` from the first '{' (none before it).
+void partial_written(ParsedOutput& out, const std::string& name, const std::string& raw) {
+  out.has_partial = true;
+  out.partial.name = name;
+  const size_t b = raw.find('{');
+  out.partial.arguments = b == std::string::npos || !trim(raw.substr(0, b)).empty() ? "" : raw.substr(b);
+}
+
 // One call object in any of the families' spellings: {"name", "arguments"},
 // {"name", "parameters"} (Llama 3), {"tool_name", "parameters"} (Command-R),
 // {"function": {"name", "arguments"}} (OpenAI's own).
@@ -306,9 +324,10 @@ void read_mistral(const std::string& text, bool final, ParsedOutput& out) {
     const size_t end = json_end(text, brace);
     if (end == std::string::npos) {
       if (final) out.content += text.substr(at);
+      else partial_written(out, trim(name), text.substr(brace));
       return;
     }
-    out.calls.push_back({trim(name), arguments_text(json::parse(text.substr(brace, end - brace), nullptr, false))});
+    out.calls.push_back({trim(name), written_arguments(text.substr(brace, end - brace))});
     at = skip_space(text, end);
   }
 }
@@ -328,21 +347,31 @@ void read_deepseek(const std::string& text, bool final, ParsedOutput& out) {
     const size_t b = text.find(call_begin, at);
     if (b == std::string::npos) return;
     const size_t e = text.find(call_end, b);
-    if (e == std::string::npos) return;  // incomplete: wait (or, at the end, drop the unfinished call)
-    std::string body = text.substr(b + call_begin.size(), e - b - call_begin.size());
+    // Incomplete: wait, saying what is known of it (at the end, the
+    // unfinished call is dropped).
+    const bool complete = e != std::string::npos;
+    if (!complete && final) return;
+    std::string body = text.substr(b + call_begin.size(), complete ? e - b - call_begin.size() : std::string::npos);
+    if (!complete) body.resize(body.size() - partial_marker(body, call_end));
     const size_t s = body.find(sep);
     if (s != std::string::npos) {
       std::string head = trim(body.substr(0, s)), rest = body.substr(s + sep.size());
       std::string name = head == "function" || head.empty() ? "" : head;
       if (name.empty()) {
         const size_t nl = rest.find('\n');
+        if (nl == std::string::npos && !complete) return;  // the name's line is still being written
         name = trim(rest.substr(0, nl));
         rest = nl == std::string::npos ? "" : rest.substr(nl + 1);
       }
       const size_t j = rest.find('{');
       const size_t end = j == std::string::npos ? std::string::npos : json_end(rest, j);
-      if (end != std::string::npos) out.calls.push_back({name, arguments_text(json::parse(rest.substr(j, end - j), nullptr, false))});
+      if (!complete) {
+        if (!name.empty()) partial_written(out, name, j == std::string::npos ? "" : rest.substr(j, end == std::string::npos ? std::string::npos : end - j));
+        return;
+      }
+      if (end != std::string::npos) out.calls.push_back({name, written_arguments(rest.substr(j, end - j))});
     }
+    if (!complete) return;
     at = e + call_end.size();
   }
 }
@@ -413,10 +442,10 @@ void read_gpt_oss(const std::string& text, bool final, ParsedOutput& out) {
     channel = channel.substr(0, channel.find_first_of(" <"));
     const size_t to = header.find("to=functions.");
     if (to != std::string::npos) {
-      if (!complete && !final) return;  // a call is returned whole
       std::string name = header.substr(to + 13);
       name = name.substr(0, name.find_first_of(" <"));
-      out.calls.push_back({name, arguments_text(json::parse(trim(body), nullptr, false).is_discarded() ? json(body) : json::parse(trim(body)))});
+      if (!complete && !final) return partial_written(out, name, trim(body).empty() ? "" : body.substr(body.find_first_not_of(" \t\r\n")));
+      out.calls.push_back({name, written_arguments(body)});
     } else if (channel == "analysis") {
       out.has_reasoning = true;
       out.reasoning += body;

@@ -166,8 +166,7 @@ def family_loop(client, family, template=None):
     content, reasoning, calls, finish = streamed(client, **kw)
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]
     assert calls[0]["arguments"] == m.tool_calls[0].function.arguments  # the pieces add up to the whole answer's
-    if family in ("hermes", "hermes3", "qwen3_thinking", "granite", "mistral", "llama3_json"):
-        assert streamed.argument_pieces > 1  # written as JSON: the arguments stream as they are written
+    assert streamed.argument_pieces > 1  # the arguments stream as they are written
     assert finish == "tool_calls" and not content.strip() and reasoning == (REASONING.get(family) or "")
     # The template renders the call and its result in the next turn.
     follow = client.chat.completions.create(model=model, messages=QUESTION + result_messages(m), tools=TOOLS, temperature=0, max_tokens=2,
