@@ -111,16 +111,21 @@ def test_prefix_routing_keeps_each_system_prompt_on_one_replica_and_beats_round_
         assert len(rows) == len(requests)
         hit = sum(r["cached"] for r in rows) / sum(r["prompt"] for r in rows)
         ttft = sorted(r["ttft"] for r in rows)
-        placement = {}
+        placement = {}  # system prompt -> replica -> requests
         for r in rows:
-            placement.setdefault(which[requests[r["i"]]], set()).add(r["replica"])
+            by_replica = placement.setdefault(which[requests[r["i"]]], {})
+            by_replica[r["replica"]] = by_replica.get(r["replica"], 0) + 1
         results[name] = (hit, placement)
         print(f"\n[ray] {name:6s}: prefix-cache hit rate {hit:.3f}, TTFT median {statistics.median(ttft) * 1000:.1f} ms, "
-              f"p90 {ttft[int(0.9 * len(ttft))] * 1000:.1f} ms, replicas per system prompt "
-              f"{[len(placement[p]) for p in range(4)]}")
+              f"p90 {ttft[int(0.9 * len(ttft))] * 1000:.1f} ms, requests per replica per system prompt "
+              f"{[sorted(placement[p].values()) for p in range(4)]}")
     hit_prefix, placement = results["prefix"]
-    assert all(len(placement[p]) == 1 for p in range(4)), placement
-    assert len(set().union(*placement.values())) == 2, "the four prompts should spread over both replicas"
+    # Affinity, not pinning: a replica busier than the other by the
+    # imbalance threshold hands requests over (slow sanitizer runs do), so
+    # each prompt keeps most of its requests on one replica.
+    home = {p: max(placement[p], key=placement[p].get) for p in range(4)}
+    assert all(placement[p][home[p]] >= 0.75 * sum(placement[p].values()) for p in range(4)), placement
+    assert len(set(home.values())) == 2, "the four prompts should spread over both replicas"
     assert hit_prefix > results["rr"][0]
 
 
