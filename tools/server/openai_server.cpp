@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "connection_watch.h"
 #include "openai_protocol.h"
 
 namespace sy::server {
@@ -158,16 +157,6 @@ class Server {
     try {
       call = protocol_.start(req.body, endpoint);
       if (!call->streaming()) {
-        // A client that goes away before the answer is ready cancels it:
-        // dropping the call cancels its requests and frees their cache.
-        const ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-        while (!call->wait(50)) {
-          if (!watch.client_present()) {
-            call.reset();
-            res.status = 499;  // nginx's "client closed request": nobody reads it
-            return;
-          }
-        }
         res.set_content(dump(call->whole()), "application/json");
         return;
       }
