@@ -197,7 +197,8 @@ def test_embeddings_refusals_name_the_field(client):
     model = client.models.list().data[0].id
     cases = [({"input": ""}, "input"), ({"input": []}, "input"), ({"input": [1, -2]}, "input"), ({"input": [[1, 2], "x"]}, "input"),
              ({"input": "a", "encoding_format": "int8"}, "encoding_format"), ({"input": "a", "dimensions": 3}, "dimensions"),
-             ({"input": [1, 999999]}, "input"), ({"input": "a", "truncate_prompt_tokens": 4}, "truncate_prompt_tokens")]
+             ({"input": [1, 999999]}, "input"), ({"input": "a", "truncate_prompt_tokens": 4}, "truncate_prompt_tokens"),
+             ({"input": "a", "normalize": False}, "normalize")]
     for body, param in cases:
         with pytest.raises(BadRequestError) as e:
             client.post("/embeddings", body={"model": model, **body}, cast_to=object)

@@ -75,7 +75,8 @@ nlohmann::json embeddings_request(sy_engine* engine, const std::string& body_tex
     if (!body["add_special_tokens"].is_boolean()) throw bad_request("invalid type for 'add_special_tokens': expected a boolean", "add_special_tokens");
     add_special = body["add_special_tokens"].get<bool>();
   }
-  for (const char* key : {"truncate_prompt_tokens", "embed_dtype", "messages"})
+  // vLLM's pooling fields: the model's own convention is what is served.
+  for (const char* key : {"truncate_prompt_tokens", "embed_dtype", "messages", "normalize", "softmax", "activation"})
     if (body.contains(key) && !body[key].is_null()) throw bad_request(std::string("'") + key + "' is not supported by /v1/embeddings", key);
 
   const std::vector<std::vector<int32_t>> inputs = inputs_of(body, tokenize, add_special);
@@ -98,14 +99,18 @@ nlohmann::json embeddings_request(sy_engine* engine, const std::string& body_tex
 
   int32_t dim = 0;
   json data = json::array();
-  std::vector<float> v;
+  std::vector<float> v(8192);  // wider than most models; grown (one more forward) when not
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& ids = inputs[i];
-    if (sy_embed(engine, ids.data(), static_cast<int32_t>(ids.size()), nullptr, 0, &dim) != SY_API_OK)
+    auto embed = [&] { return sy_embed(engine, ids.data(), static_cast<int32_t>(ids.size()), v.data(), static_cast<int64_t>(v.size()), &dim); };
+    sy_api_status st = embed();
+    if (st != SY_API_OK && dim > static_cast<int32_t>(v.size())) {
+      v.resize(static_cast<size_t>(dim));
+      st = embed();
+    }
+    if (st != SY_API_OK)
       throw ApiError{400, std::string("embeddings are not available for this model: ") + sy_last_error(), "invalid_request_error", "model", ""};
     v.resize(static_cast<size_t>(dim));
-    if (sy_embed(engine, ids.data(), static_cast<int32_t>(ids.size()), v.data(), dim, &dim) != SY_API_OK)
-      throw ApiError{500, sy_last_error(), "server_error", "", ""};
     if (i == 0 && body.contains("dimensions") && !body["dimensions"].is_null()) {
       const json& d = body["dimensions"];
       if (!d.is_number_integer() || d.get<int64_t>() != dim)
