@@ -103,22 +103,42 @@ void Sampler::distribution(const float* raw, int n, std::vector<double>& p, cons
     return;
   }
   // Temperature, top-k, top-p, min-p (Hugging Face's warper order), then
-  // normalisation.
+  // normalisation. Only the kept head of the vocabulary needs an order:
+  // sorting all of it (49k entries for SmolLM2) cost more per token than a
+  // small model's decode step, so the sorted prefix grows only as far as
+  // top-p and min-p read it.
   scratch_.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) scratch_[static_cast<size_t>(i)] = {logits[i] / p_.temperature, i};
   auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t keep = static_cast<size_t>(n);
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) keep = static_cast<size_t>(p_.top_k);
-  std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(keep), scratch_.end(), by_logit);
-  float m = scratch_[0].first;
-  std::vector<double> w(keep);
+  size_t keep = static_cast<size_t>(n), sorted = 0;
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
+    keep = static_cast<size_t>(p_.top_k);
+    std::partial_sort(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(keep), scratch_.end(), by_logit);
+    sorted = keep;
+  }
+  // [0, sorted) holds the largest entries in order; the next ones come from
+  // the rest, which holds nothing larger.
+  auto sort_at_least = [&](size_t need) {
+    if (need <= sorted) return;
+    const size_t upto = std::min(keep, std::max(need, std::max<size_t>(2 * sorted, 64)));
+    std::partial_sort(scratch_.begin() + static_cast<std::ptrdiff_t>(sorted), scratch_.begin() + static_cast<std::ptrdiff_t>(upto),
+                      scratch_.end(), by_logit);
+    sorted = upto;
+  };
+  float m = sorted > 0 ? scratch_[0].first : -std::numeric_limits<float>::infinity();
+  if (sorted == 0)
+    for (const auto& e : scratch_) m = std::max(m, e.first);
+  // exp once per token, by token id (the sort moves scratch_'s entries).
+  weights_.resize(static_cast<size_t>(n));
   double total = 0;
-  for (size_t i = 0; i < keep; ++i) total += w[i] = std::exp(static_cast<double>(scratch_[i].first - m));
+  for (size_t i = 0; i < keep; ++i) total += weights_[static_cast<size_t>(scratch_[i].second)] = std::exp(static_cast<double>(scratch_[i].first - m));
+  auto weight = [&](size_t i) { return weights_[static_cast<size_t>(scratch_[i].second)]; };
   if (p_.top_p < 1.f) {
     double acc = 0;
     size_t cut = keep;
     for (size_t i = 0; i < keep; ++i) {
-      acc += w[i] / total;
+      sort_at_least(i + 1);
+      acc += weight(i) / total;
       if (acc >= p_.top_p) {
         cut = i + 1;
         break;
@@ -126,17 +146,21 @@ void Sampler::distribution(const float* raw, int n, std::vector<double>& p, cons
     }
     keep = cut;
     total = 0;
-    for (size_t i = 0; i < keep; ++i) total += w[i];
+    for (size_t i = 0; i < keep; ++i) total += weight(i);
   }
   if (p_.min_p > 0.f) {
-    // w[0] is the most likely token's weight: keep those within min_p of it.
+    // The most likely token's weight is exp(0) = 1: keep those within min_p of it.
+    sort_at_least(1);
     size_t cut = 1;
-    while (cut < keep && w[cut] / total >= static_cast<double>(p_.min_p) * (w[0] / total)) ++cut;
+    for (; cut < keep; ++cut) {
+      sort_at_least(cut + 1);
+      if (weight(cut) / total < static_cast<double>(p_.min_p) * (weight(0) / total)) break;
+    }
     keep = cut;
     total = 0;
-    for (size_t i = 0; i < keep; ++i) total += w[i];
+    for (size_t i = 0; i < keep; ++i) total += weight(i);
   }
-  for (size_t i = 0; i < keep; ++i) p[static_cast<size_t>(scratch_[i].second)] = w[i] / total;
+  for (size_t i = 0; i < keep; ++i) p[static_cast<size_t>(scratch_[i].second)] = weight(i) / total;
 }
 
 int Sampler::sample_from(const std::vector<double>& p) {

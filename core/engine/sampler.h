@@ -90,6 +90,7 @@ class Sampler {
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int>> scratch_;
+  std::vector<double> weights_;  // exp(logit - max) by token id
   std::vector<double> probs_;
   std::vector<float> penalized_;
   std::unordered_map<int, int> generated_;  // token -> times generated
