@@ -267,6 +267,23 @@ def test_client_disconnect_cancels_and_frees_the_cache(server):
     assert client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=5).choices[0].finish_reason == "length"
 
 
+def test_a_client_gone_before_a_whole_answer_cancels_it(server):
+    """Not streamed: nothing is written until the answer is ready, so the
+    server watches the connection itself and cancels the request when the
+    client closes it (an agent's timeout, a closed tab)."""
+    aborted = metrics(server)['switchyard:request_success_total{finished_reason="abort"}']
+    body = json.dumps({"model": "stories260K", "prompt": STORY, "max_tokens": 480, "n": 8, "temperature": 0.8, "seed": 1,
+                       "ignore_eos": True})
+    s = socket.create_connection(("127.0.0.1", server["port"]))
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+               f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+    time.sleep(0.02)
+    s.close()  # before the 8 x 480 tokens are written
+    m = wait_idle(server)
+    assert m['switchyard:request_success_total{finished_reason="abort"}'] >= aborted + 8
+    assert client(server).completions.create(model="stories260K", prompt=STORY, max_tokens=5).choices[0].finish_reason == "length"
+
+
 def test_sigterm_finishes_in_flight_requests():
     proc, port = start_server(["--shutdown-timeout", "20"])
     srv = {"base": f"http://127.0.0.1:{port}", "port": port}

@@ -146,6 +146,12 @@ Call::~Call() {
 
 bool Call::streaming() const { return s_->parsed.sampling.stream; }
 
+bool Call::wait(int wait_ms) {
+  State& s = *s_;
+  std::unique_lock<std::mutex> lock(s.c->mu);
+  return s.c->cv.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return s.c->pending == 0; });
+}
+
 json Call::whole() {
   State& s = *s_;
   std::string error;

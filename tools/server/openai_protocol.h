@@ -92,6 +92,9 @@ class Call {
   // response object for /v1/responses); throws
   // ApiError (500) when the engine failed the request.
   nlohmann::json whole();
+  // Not streamed: waits up to wait_ms for every choice to finish; true once
+  // they have (whole() then returns at once).
+  bool wait(int wait_ms);
   // Streamed: waits up to wait_ms for output, appends the server-sent
   // events it makes ("data: {...}\n\n", the last one "data: [DONE]\n\n";
   // /v1/responses: typed events, the last one response.completed) to out,

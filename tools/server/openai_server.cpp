@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
+#include "connection_watch.h"
 #include "openai_protocol.h"
 
 namespace sy::server {
@@ -157,6 +159,18 @@ class Server {
     try {
       call = protocol_.start(req.body, endpoint);
       if (!call->streaming()) {
+        // A client that goes away before the answer is ready cancels it:
+        // dropping the call cancels its requests and frees their cache.
+        // The socket is looked up only for answers that take a while.
+        std::optional<ConnectionWatch> watch;
+        while (!call->wait(50)) {
+          if (!watch) watch.emplace(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+          if (!watch->client_present()) {
+            call.reset();
+            res.status = 499;  // nginx's "client closed request": nobody reads it
+            return;
+          }
+        }
         res.set_content(dump(call->whole()), "application/json");
         return;
       }
