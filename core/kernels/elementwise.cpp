@@ -1,6 +1,7 @@
 // Elementwise ONNX ops: arithmetic, comparison and logic with numpy
 // broadcasting, unary math, and Where.
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <type_traits>
 
@@ -392,6 +393,36 @@ void add(KernelRegistry& r, const std::string& op, std::vector<DType> types, Ker
 
 }  // namespace
 
+// Clip: bounds from inputs 1 and 2 (opset 11 on, each optional) or the
+// min/max attributes (before). NaN passes through, as in ONNX Runtime.
+class ClipKernel : public Kernel {
+ public:
+  ClipKernel(const Node& n, int64_t opset)
+      : attr_min_(opset < 11 ? n.attr_float("min", -std::numeric_limits<float>::max()) : -std::numeric_limits<float>::infinity()),
+        attr_max_(opset < 11 ? n.attr_float("max", std::numeric_limits<float>::max()) : std::numeric_limits<float>::infinity()) {}
+  void compute(KernelContext& ctx) override {
+    const DType t = ctx.input(0).dtype();
+    dispatch_type(t, "Clip", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, bool>) {
+        SY_THROW("Clip: bool input");
+      } else {
+        auto bound = [&](int i, float fallback, T limit) {
+          if (!ctx.has_input(i)) return std::isinf(fallback) ? limit : static_cast<T>(fallback);
+          const Tensor& b = ctx.input(i);
+          SY_CHECK(b.numel() == 1 && b.dtype() == t, "Clip: input " << i << " must be a scalar of the input's type");
+          return b.data<T>()[0];
+        };
+        const T lo = bound(1, attr_min_, std::numeric_limits<T>::lowest()), hi = bound(2, attr_max_, std::numeric_limits<T>::max());
+        unary_typed<T>(ctx, t, [lo, hi](T v) { return v < lo ? lo : (hi < v ? hi : v); });
+      }
+    });
+  }
+
+ private:
+  float attr_min_, attr_max_;
+};
+
 void register_elementwise_kernels(KernelRegistry& r) {
   add(r, "Add", kNumeric, make<ArithKernel>(Arith::Add, false));
   add(r, "Sub", kNumeric, make<ArithKernel>(Arith::Sub, false));
@@ -410,6 +441,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
     return std::make_unique<ArithKernel>(Arith::Mod, ci.node.attr_int("fmod", 0) != 0);
   });
   add(r, "Pow", kNumeric, make<PowKernel>());
+  add(r, "Clip", kNumeric, [](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> { return std::make_unique<ClipKernel>(ci.node, ci.opset); });
   std::vector<DType> cmp = kNumeric;
   cmp.push_back(DType::Bool);
   add(r, "Equal", cmp, make<CompareKernel>(Cmp::Eq));

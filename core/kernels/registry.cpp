@@ -101,6 +101,7 @@ KernelRegistry KernelRegistry::with_builtins() {
   register_norm_kernels(r);
   register_index_kernels(r);
   register_attention_kernels(r);
+  register_select_kernels(r);
   return r;
 }
 

@@ -48,6 +48,7 @@ void register_reduce_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
 void register_index_kernels(KernelRegistry& r);
 void register_attention_kernels(KernelRegistry& r);  // opset 23 Attention, RotaryEmbedding
+void register_select_kernels(KernelRegistry& r);     // TopK, OneHot
 // The core's kernels for `device` (views, cuBLAS MatMul/Gemm, pointwise and
 // layout ops), added by a session that runs there: CPU sessions never see them.
 void register_device_kernels(KernelRegistry& r, Device device);

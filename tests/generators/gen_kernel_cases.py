@@ -207,6 +207,28 @@ case("ReduceProd", "ReduceProd", [("x", f32(2, 3, lo=0.5, hi=1.5))], {"axes": [1
 case("ReduceSumSquare", "ReduceSumSquare", [("x", f32(2, 3))], {"axes": [1]}, tol=1e-5)
 case("ArgMax", "ArgMax", [("x", f32(3, 5))], {"axis": 1, "keepdims": 0})
 case("Softmax_last", "Softmax", [("x", f32(2, 3, 7, lo=-10, hi=10))])
+# TopK: a MoE router's (the k best experts per token, sorted), the smallest,
+# another axis, ties (the lower index first) and k = the whole axis.
+case("TopK_router", "TopK", [("x", f32(5, 8)), ("k", i64(2))], n_out=2)
+case("TopK_smallest_axis0", "TopK", [("x", f32(6, 3)), ("k", i64(3))], {"axis": 0, "largest": 0}, n_out=2)
+case("TopK_ties", "TopK", [("x", np.array([[1, 3, 3, 0, 3, 1]], dtype=np.float32)), ("k", i64(4))], n_out=2)
+case("TopK_all_int64", "TopK", [("x", np.array([[5, -2, 9, 9, 0]], dtype=np.int64)), ("k", i64(5))], n_out=2)
+case("TopK_opset1_attr", "TopK", [("x", f32(2, 7))], {"k": 3}, n_out=2, opset=9)
+# OneHot: the expert mask of a traced MoE block (int64 ids, int64 values),
+# another axis, negative and out-of-range indices, float values.
+case("OneHot_experts", "OneHot", [("i", np.array([[0, 3], [2, 1], [3, 0]], dtype=np.int64)), ("d", i64(5)),
+                                  ("v", np.array([0, 1], dtype=np.int64))])
+case("OneHot_axis0_negative", "OneHot", [("i", np.array([-1, 2, 7, 0], dtype=np.int64)), ("d", i64(4)),
+                                         ("v", np.array([-0.5, 2.0], dtype=np.float32))], {"axis": 0})
+# Clip: gpt-oss's clamped SwiGLU (both bounds), one bound, no bound, the
+# attributes of opset 6, integers.
+case("Clip_both", "Clip", [("x", f32(3, 5, lo=-9, hi=9)), ("lo", np.array(-7.0, dtype=np.float32)),
+                           ("hi", np.array(7.0, dtype=np.float32))])
+case("Clip_max_only", "Clip", [("x", f32(3, 5, lo=-9, hi=9)), ("lo", None), ("hi", np.array(1.5, dtype=np.float32))])
+case("Clip_none", "Clip", [("x", f32(4))])
+case("Clip_opset6_attrs", "Clip", [("x", f32(3, 5, lo=-9, hi=9))], {"min": -1.0, "max": 2.0}, opset=6)
+case("Clip_int64", "Clip", [("x", np.array([-5, 0, 3, 12], dtype=np.int64)), ("lo", np.array(-1, dtype=np.int64)),
+                            ("hi", np.array(4, dtype=np.int64))])
 case("Softmax_axis1", "Softmax", [("x", f32(2, 3, 4))], {"axis": 1})
 case("Softmax_opset11_flatten", "Softmax", [("x", f32(2, 3, 4))], {"axis": 1}, opset=11)
 case("Softmax_masked", "Softmax", [("x", np.array([[0.0, -3.4028234663852886e38, 1.0]], dtype=np.float32))])
