@@ -175,6 +175,7 @@ void DecoderModel::discover_interface() {
   }
   kv_heads_ = io_.kv_heads;
   head_dim_ = io_.head_dim;
+  value_dim_ = io_.value_dim;
   kv_dtype_ = io_.kv_dtype;
   for (const KvLayer& l : io_.layers) {
     past_key_inputs_.push_back(l.past_key);

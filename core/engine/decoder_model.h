@@ -67,6 +67,8 @@ class DecoderModel {
   int num_layers() const { return paged_ ? num_paged_layers_ : static_cast<int>(past_key_inputs_.size()); }
   int64_t kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
+  // The values' head size (an MLA export's cached rope key differs from its latent keys).
+  int64_t value_dim() const { return value_dim_ > 0 ? value_dim_ : head_dim_; }
   int64_t max_context() const { return max_context_; }
   bool has_kv_cache() const { return !past_key_inputs_.empty(); }
   // True when the attention-fusion pass replaced attention with
@@ -113,7 +115,7 @@ class DecoderModel {
   std::unique_ptr<Executor> executor_;
   std::vector<int> past_key_inputs_, past_value_inputs_, present_key_outputs_, present_value_outputs_;
   std::vector<std::pair<int, Tensor>> shape_only_inputs_;
-  int64_t kv_heads_ = 0, head_dim_ = 0, max_context_ = 4096, vocab_size_ = -1;
+  int64_t kv_heads_ = 0, head_dim_ = 0, value_dim_ = 0, max_context_ = 4096, vocab_size_ = -1;
   int num_paged_layers_ = 0;
   std::vector<int> eos_ids_{2};
   bool paged_ = false;

@@ -105,9 +105,8 @@ class DraftModelDrafter : public Drafter {
   void truncate(State& st, size_t length) {
     if (st.k.empty()) {
       for (int l = 0; l < model_->num_layers(); ++l) {
-        Shape s{1, model_->kv_heads(), 0, model_->head_dim()};
-        st.k.push_back(Tensor::empty(model_->kv_dtype(), s));
-        st.v.push_back(Tensor::empty(model_->kv_dtype(), s));
+        st.k.push_back(Tensor::empty(model_->kv_dtype(), Shape{1, model_->kv_heads(), 0, model_->head_dim()}));
+        st.v.push_back(Tensor::empty(model_->kv_dtype(), Shape{1, model_->kv_heads(), 0, model_->value_dim()}));
       }
     }
     if (length >= st.covered.size()) return;

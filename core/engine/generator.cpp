@@ -28,8 +28,9 @@ void BaselineGenerator::init_past(Batch& b) const {
   // Empty past tensors, [rows, kv_heads, 0, head_dim] (keys stored
   // transposed: [rows, kv_heads, head_dim, 0]).
   for (const KvLayer& l : model_.io().layers) {
-    Shape v{static_cast<int64_t>(b.rows), model_.kv_heads(), 0, model_.head_dim()};
-    Shape k = l.key_seq_axis == 3 ? Shape{static_cast<int64_t>(b.rows), model_.kv_heads(), model_.head_dim(), 0} : v;
+    const auto rows = static_cast<int64_t>(b.rows);
+    Shape v{rows, model_.kv_heads(), 0, model_.value_dim()};
+    Shape k = l.key_seq_axis == 3 ? Shape{rows, model_.kv_heads(), model_.head_dim(), 0} : Shape{rows, model_.kv_heads(), 0, model_.head_dim()};
     b.past_k.push_back(Tensor::empty(model_.kv_dtype(), k));
     b.past_v.push_back(Tensor::empty(model_.kv_dtype(), v));
   }

@@ -212,7 +212,7 @@ EngineFootprint Engine::footprint() const {
   f.threads = s.threads().size();
   f.weight_bytes = s.report().weight_bytes;
   f.kv_bytes_per_token =
-      2 * static_cast<int64_t>(s.model().num_layers()) * s.model().kv_heads() * s.model().head_dim() * static_cast<int64_t>(sizeof(float));
+      static_cast<int64_t>(s.model().num_layers()) * s.model().kv_heads() * (s.model().head_dim() + s.model().value_dim()) * static_cast<int64_t>(sizeof(float));
   return f;
 }
 

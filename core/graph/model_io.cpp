@@ -187,8 +187,12 @@ ModelIO discover_model_io(const Graph& g, const std::string& path, const GenaiCo
                                     << "; kv_heads and head_dim must be static (or given by genai_config.json)");
     SY_CHECK((io.kv_heads == 0 || io.kv_heads == kvh) && (io.head_dim == 0 || io.head_dim == hd),
              path << ": layers differ in KV geometry; per-layer geometry is not supported");
+    const Value& pv = g.values[static_cast<size_t>(g.inputs[static_cast<size_t>(l.past_value)])];
+    const int64_t vd = pv.shape && pv.shape->size() == 4 && (*pv.shape)[3].is_static() ? (*pv.shape)[3].value : hd;
+    SY_CHECK(io.value_dim == 0 || io.value_dim == vd, path << ": layers differ in KV geometry; per-layer geometry is not supported");
     io.kv_heads = kvh;
     io.head_dim = hd;
+    io.value_dim = vd;
     io.kv_dtype = v.dtype;
     io.layers.push_back(l);
   }

@@ -34,6 +34,10 @@ struct ModelIO {
   int input_ids = -1, attention_mask = -1, position_ids = -1, logits = -1;
   std::vector<KvLayer> layers;  // layer 0..N-1
   int64_t kv_heads = 0, head_dim = 0;
+  // The values' head size where it differs from the keys' (an MLA export
+  // caching its latent as keys and the shared rope key as values); else
+  // head_dim.
+  int64_t value_dim = 0;
   DType kv_dtype = DType::F32;
   // The onnxruntime-genai feeding convention: rows right-padded, no
   // position_ids, positions from the mask sums (GroupQueryAttention).

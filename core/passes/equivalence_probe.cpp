@@ -45,8 +45,9 @@ Feeds feeds_for(const Graph& g, const ModelIO& io, bool step, const ProbeInputs&
     for (int slot : {l.past_key, l.past_value}) {
       if (slot < 0) continue;
       const bool transposed = slot == l.past_key && l.key_seq_axis == 3;
+      const int64_t d = slot == l.past_key || io.value_dim == 0 ? io.head_dim : io.value_dim;
       f.ids.push_back(g.inputs[static_cast<size_t>(slot)]);
-      f.tensors.push_back(Tensor::empty(DType::F32, transposed ? Shape{1, io.kv_heads, io.head_dim, 0} : Shape{1, io.kv_heads, 0, io.head_dim}));
+      f.tensors.push_back(Tensor::empty(DType::F32, transposed ? Shape{1, io.kv_heads, d, 0} : Shape{1, io.kv_heads, 0, d}));
     }
   for (size_t i = 0; i < g.inputs.size(); ++i)
     if (g.values[static_cast<size_t>(g.inputs[i])].name == "logits_indices") {

@@ -125,7 +125,8 @@ ProbeInputs synthetic_decoder_inputs(const Graph& g, const ModelIO& io, const Pr
   for (const KvLayer& l : io.layers) {
     for (int slot : {l.past_key, l.past_value}) {
       const bool key = slot == l.past_key;
-      Shape s = key && l.key_seq_axis == 3 ? Shape{B, io.kv_heads, io.head_dim, P} : Shape{B, io.kv_heads, P, io.head_dim};
+      const int64_t d = key || io.value_dim == 0 ? io.head_dim : io.value_dim;
+      Shape s = key && l.key_seq_axis == 3 ? Shape{B, io.kv_heads, d, P} : Shape{B, io.kv_heads, P, d};
       SY_CHECK(io.kv_dtype == DType::F32, "synthetic past inputs: KV dtype " << dtype_name(io.kv_dtype) << " is not supported");
       Tensor t = Tensor::empty(DType::F32, s);
       for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
@@ -137,7 +138,7 @@ ProbeInputs synthetic_decoder_inputs(const Graph& g, const ModelIO& io, const Pr
 }
 
 ScratchStep::ScratchStep(const ModelIO& io, const ProbeCase& c, const ProbeInputs& inputs, int32_t block_size) {
-  const int64_t B = c.batch(), P = c.past, KVH = io.kv_heads, D = io.head_dim, BS = block_size;
+  const int64_t B = c.batch(), P = c.past, KVH = io.kv_heads, BS = block_size;
   int32_t max_blocks = 1;
   for (int64_t r = 0; r < B; ++r) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>((P + c.lengths[static_cast<size_t>(r)] + BS - 1) / BS));
   const int64_t NB = B * max_blocks;
@@ -157,6 +158,7 @@ ScratchStep::ScratchStep(const ModelIO& io, const ProbeCase& c, const ProbeInput
   // Each layer's cache holds the rows' past keys and values in their blocks.
   for (size_t layer = 0; layer < io.layers.size(); ++layer) {
     for (bool key : {true, false}) {
+      const int64_t D = key || io.value_dim == 0 ? io.head_dim : io.value_dim;
       Tensor cache = Tensor::empty(DType::F32, Shape{NB, KVH, BS, D});
       std::memset(cache.raw(), 0, cache.bytes());
       const Tensor& past = (key ? inputs.past_keys : inputs.past_values)[layer];
