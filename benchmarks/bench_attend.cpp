@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       AttendFn fn = attend_build(build);
       if (!fn || (!only_build.empty() && only_build != build)) continue;
       AttendTile t{s.D, BS, s.KVH, 0, table.data(), k.data(), v.data(), SY_DTYPE_FLOAT32, 0.125f, 0.f, 0,
-                   s.rows, q.data(), last.data(), o.data()};
+                   s.rows, q.data(), last.data(), o.data(), nullptr};
       // Enough calls per sample for about 20 ms; best of 7 samples.
       fn(t, scratch.data());
       int calls = 1;

@@ -283,7 +283,10 @@ nlohmann::json Engine::describe() const {
                               {"kv_heads", n.attr_int("kv_heads", 0)},
                               {"head_dim", n.attr_int("head_dim", 0)},
                               {"layout", n.attr_int("num_heads", 0) > 0 ? "token-major" : "heads-major"},
-                              {"rotary", n.inputs.size() > 3 ? (n.attr_int("rotary_interleaved", 0) ? "interleaved" : "halves") : "none"}});
+                              {"rotary", n.inputs.size() > 3 && n.inputs[3] != kNoValue
+                                             ? (n.attr_int("rotary_interleaved", 0) ? "interleaved" : "halves")
+                                             : "none"},
+                              {"sinks", n.inputs.size() > 5 && n.inputs[5] != kNoValue}});
   }
   std::sort(j["attention"].begin(), j["attention"].end(), [](const auto& a, const auto& b) { return a["layer"] < b["layer"]; });
   j["probes"] = nlohmann::json::array();

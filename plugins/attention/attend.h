@@ -38,6 +38,10 @@ struct AttendTile {
   const float* q;       // rows x D, rotated
   const int64_t* last;  // per row: the last key position it sees (causal)
   float* out;           // rows x D
+  // Per row, or null: an attention sink (gpt-oss), a logit that joins the
+  // row's softmax as one more key whose value is zero. It only takes its
+  // share of the probability mass, so it enters at the normalisation.
+  const float* sinks;
 };
 
 // Per-thread working memory for attend(): sized by attend_scratch_floats.

@@ -7,12 +7,15 @@
 // exporter's op pattern:
 //   explicit attention   past -> Concat(past, new) -> [head repeat, transpose,
 //                        scalar scale]* -> MatMul(Q, K^T) -> [scale, soft-cap
-//                        tanh(x/c)*c, mask Add/Where, Cast]* -> Softmax ->
-//                        [Cast, NaN guard]* -> MatMul(P, V)
+//                        tanh(x/c)*c, mask Add/Where, Cast, sinks Concat(s,
+//                        per-head constant), max shift s - max(s)]* ->
+//                        Softmax -> [Cast, NaN guard, the sink column
+//                        dropped]* -> MatMul(P, V)
 //   GroupQueryAttention  (onnxruntime-genai) mapped attribute for attribute,
 //                        rotary included
 // Everything between is either carried into the fused op's attributes
-// (scale, softcap, window) or the layer is refused with the construct named.
+// (scale, softcap, window; gpt-oss's sinks as its input 5) or the layer is
+// refused with the construct named.
 // The mask is not pattern-matched: the pass evaluates it (the scores fed as
 // zeros, so the softmax input is the additive mask) on a prefill, a chunk and
 // a long decode, and accepts only a causal mask with at most a sliding window;
@@ -155,6 +158,9 @@ struct Match {
   int64_t heads = 0;
   sy_value_id cos = SY_NO_VALUE, sin = SY_NO_VALUE;
   bool rotary_interleaved = false;
+  // Attention sinks (gpt-oss): a logit per query head concatenated to the
+  // scores as one more key, its probability column dropped after the softmax.
+  std::vector<float> sinks;
   std::vector<std::string> carried;        // what was understood, for the log and inspect
 };
 
@@ -202,7 +208,7 @@ class Walker {
   }
 
   // From the probabilities back to... forward to the value product; returns the MatMul.
-  sy_node_id probs_to_output(sy_value_id p) {
+  sy_node_id probs_to_output(sy_value_id p, bool drop_sink_column) {
     for (int depth = 0; depth < 8; ++depth) {
       std::vector<sy_node_id> users;
       for (sy_node_id n : c_.of(p))
@@ -211,6 +217,12 @@ class Walker {
       sy_node_id n = users[0];
       if (g_.is(n, "MatMul") && g_.input(n, 0) == p) return n;
       if (g_.is(n, "Cast") || g_.is(n, "Identity")) {
+        p = g_.output(n, 0);
+        continue;
+      }
+      // The sink's column dropped: Slice(p, 0, -1) on the last axis.
+      if (drop_sink_column && g_.is(n, "Slice") && g_.input(n, 0) == p && drops_last_column(n)) {
+        drop_sink_column = false;
         p = g_.output(n, 0);
         continue;
       }
@@ -225,6 +237,22 @@ class Walker {
       refuse("the attention probabilities pass through " + node_label(g_, n) + ", which the fused op cannot express");
     }
     refuse("no value product MatMul(P, V) after the softmax");
+  }
+
+  // Slice(x, starts [0], ends [-1], axes [-1 or 3], steps [1]): every key but the last.
+  bool drops_last_column(sy_node_id n) const {
+    auto ints = [&](int32_t i) -> std::optional<std::vector<int64_t>> {
+      if (g_.input_count(n) <= i || g_.input(n, i) == SY_NO_VALUE) return std::nullopt;
+      auto t = g_.constant(g_.input(n, i));
+      if (!t || t->numel() != 1) return std::nullopt;
+      if (t->dtype() == SY_DTYPE_INT64) return std::vector<int64_t>{t->data<int64_t>()[0]};
+      if (t->dtype() == SY_DTYPE_INT32) return std::vector<int64_t>{t->data<int32_t>()[0]};
+      return std::nullopt;
+    };
+    const auto starts = ints(1), ends = ints(2), axes = ints(3), steps = ints(4);
+    if (!starts || !ends || !axes || (*starts)[0] != 0 || (*ends)[0] != -1) return false;
+    if ((*axes)[0] != -1 && (*axes)[0] != 3) return false;
+    return g_.input_count(n) <= 4 || g_.input(n, 4) == SY_NO_VALUE || (steps && (*steps)[0] == 1);
   }
 
   // Back from the value product's V operand to the Concat with the past values.
@@ -291,6 +319,30 @@ Match match_sdpa_node(const GraphRef& g, Walker& w, const KvLayer& kv, sy_node_i
   return m;
 }
 
+// The per-head sink logits a Concat appends to the scores: a float32
+// constant reached through the ops that only broadcast or reshape it.
+std::vector<float> sink_logits(const GraphRef& g, sy_value_id v) {
+  for (int depth = 0; depth < 6; ++depth) {
+    if (auto t = g.constant(v)) {
+      if (t->dtype() != SY_DTYPE_FLOAT32 || t->numel() < 1) refuse("attention sinks that are not float32 constants");
+      const auto dims = t->dims();
+      int wide = 0;
+      for (size_t i = 0; i < dims.size(); ++i)
+        if (dims[i] != 1) {
+          ++wide;
+          if (dims.size() == 4 && i != 1) refuse("attention sinks that vary along another axis than the heads'");
+        }
+      if (wide > 1) refuse("attention sinks that are not one value per head");
+      return std::vector<float>(t->data<float>(), t->data<float>() + t->numel());
+    }
+    sy_node_id n = g.producer(v);
+    if (n < 0 || !(g.is(n, "Expand") || g.is(n, "Reshape") || g.is(n, "Unsqueeze") || g.is(n, "Cast") || g.is(n, "Identity")))
+      refuse("the scores are concatenated with something other than constant per-head sinks");
+    v = g.input(n, 0);
+  }
+  refuse("the scores are concatenated with something other than constant per-head sinks");
+}
+
 // Explicit attention: concat -> scores -> softmax -> value product.
 Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat) {
   Match m;
@@ -308,11 +360,26 @@ Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, s
   sy_node_id softmax = -1;
   for (int depth = 0; depth < 16 && softmax < 0; ++depth) {
     std::vector<sy_node_id> users;
-    for (sy_node_id n : c.of(s))
-      if (!g.is(n, "Shape")) users.push_back(n);
+    sy_node_id row_max = -1;  // ReduceMax(s) of a max shift s - max(s)
+    for (sy_node_id n : c.of(s)) {
+      if (g.is(n, "Shape")) continue;
+      if (g.is(n, "ReduceMax") && g.input(n, 0) == s && row_max < 0) {
+        row_max = n;
+        continue;
+      }
+      users.push_back(n);
+    }
     if (users.size() != 1) refuse("the scores feed " + std::to_string(users.size()) + " nodes, expected one chain to the softmax");
     sy_node_id n = users[0];
     const std::string op = g.op_type(n);
+    if (row_max >= 0) {
+      // softmax(x - max(x)) = softmax(x): a shift on the last axis is dropped.
+      if (!g.is(n, "Sub") || g.input(n, 0) != s || g.input(n, 1) != g.output(row_max, 0) || g.attr_int(row_max, "keepdims").value_or(1) != 1)
+        refuse("the scores feed " + node_label(g, row_max) + " other than as a max shift before the softmax");
+      m.carried.push_back("max shift (" + node_label(g, n) + ")");
+      s = g.output(n, 0);
+      continue;
+    }
     if (auto f = scalar_factor(g, n, s)) {
       if (capped || m.has_mask) refuse("the scores are scaled after the soft-cap or the mask (" + node_label(g, n) + ")");
       scale *= *f;
@@ -336,6 +403,14 @@ Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, s
     } else if (op == "Where" && (g.input(n, 1) == s || g.input(n, 2) == s)) {
       m.has_mask = true;
       m.carried.push_back("mask (" + node_label(g, n) + ")");
+    } else if (op == "Concat" && g.input_count(n) == 2 && g.input(n, 0) == s && m.sinks.empty()) {
+      // Sinks: Concat(scores, Expand(sinks as [1, H, 1, 1])) on the key axis.
+      auto axis = g.attr_int(n, "axis");
+      if (!axis || (*axis != -1 && *axis != 3)) refuse("the scores are concatenated on another axis than the keys' (" + node_label(g, n) + ")");
+      m.sinks = sink_logits(g, g.input(n, 1));
+      if (!m.has_mask) refuse("attention sinks before the mask (" + node_label(g, n) + ")");
+      m.softmax_in = s;  // the mask is read before the sink joins
+      m.carried.push_back("attention sinks (" + node_label(g, n) + ")");
     } else if (op == "Cast" || op == "Identity") {
     } else if (op == "Softmax") {
       auto axis = g.attr_int(n, "axis");
@@ -343,7 +418,7 @@ Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, s
       const int64_t rank = shape ? static_cast<int64_t>(shape->size()) : 4;
       if (axis && *axis != -1 && *axis != rank - 1) refuse("the softmax is not over the keys (axis " + std::to_string(*axis) + ")");
       softmax = n;
-      m.softmax_in = s;
+      if (m.sinks.empty()) m.softmax_in = s;
       break;
     } else {
       refuse("the scores pass through " + node_label(g, n) + ", which the fused op cannot express");
@@ -353,7 +428,7 @@ Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, s
   if (softmax < 0) refuse("no softmax over the scores");
   if (!m.has_mask) refuse("the scores have no mask: this attention is not causal, and the fused op is");
   m.scale = scale;
-  sy_node_id pv = w.probs_to_output(g.output(softmax, 0));
+  sy_node_id pv = w.probs_to_output(g.output(softmax, 0), !m.sinks.empty());
   sy_node_id v_concat = w.values_to_concat(g.input(pv, 1));
   bool v_transposed = false;
   if (g.input(v_concat, 0) != kv.past_v) refuse("the value product reads a Concat of another layer's past values");
@@ -649,10 +724,12 @@ bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
       v_new = parts[2];
     }
     std::vector<sy_value_id> inputs{m.q, k_new, v_new};
-    if (m.cos != SY_NO_VALUE) {
+    if (m.cos != SY_NO_VALUE || !m.sinks.empty()) {
       inputs.push_back(m.cos);
       inputs.push_back(m.sin);
     }
+    if (!m.sinks.empty())
+      inputs.push_back(g.add_constant(base + "_sinks", SY_DTYPE_FLOAT32, {static_cast<int64_t>(m.sinks.size())}, m.sinks.data()));
     std::vector<sy_value_id> out;
     sy_node_id node = g.add_node(kDomain, kOp, base + "_paged_attention", inputs, out);
     const float scale = m.scale > 0.f ? m.scale : 1.f / std::sqrt(static_cast<float>(head_dim));

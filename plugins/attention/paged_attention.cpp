@@ -117,6 +117,14 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
                         std::to_string(max_pos) + " positions)",
                     SY_INVALID_ARGUMENT);
   }
+  // Attention sinks (gpt-oss): one logit per query head, input 5.
+  const float* sinks = nullptr;
+  if (io.has_input(5)) {
+    auto sk = io.input(5);
+    if (sk.numel() != H || sk.dtype() != SY_DTYPE_FLOAT32)
+      throw Error("PagedAttention: sinks must be " + std::to_string(H) + " float32 values, one per query head", SY_INVALID_ARGUMENT);
+    sinks = sk.data<float>();
+  }
   auto out = io.allocate_output(0, SY_DTYPE_FLOAT32, q.dims());
   const float* Q = q.data<float>();
   const float* Kn = kn.data<float>();
@@ -178,6 +186,7 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
     std::vector<float> qrows(static_cast<size_t>(max_rows * D)), orows(static_cast<size_t>(max_rows * D)),
         scratch(static_cast<size_t>(attend_scratch_floats(max_rows, D)));
     std::vector<int64_t> last(static_cast<size_t>(max_rows));
+    std::vector<float> row_sinks(static_cast<size_t>(max_rows));
     for (size_t k = next++; k < tiles.size(); k = next++) {
       const Tile& tile = tiles[k];
       const int64_t q0 = step->query_start[tile.seq], n = step->query_start[tile.seq + 1] - q0, ctx = step->context_len[tile.seq];
@@ -188,9 +197,10 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
           std::memcpy(qv, Q + QL.offset(tile.kv_head * group + hh, q0 + j), static_cast<size_t>(D) * sizeof(float));
           if (rotary) rotate(qv, step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
           last[static_cast<size_t>(rows)] = ctx - n + j;  // causal: keys 0..last
+          if (sinks) row_sinks[static_cast<size_t>(rows)] = sinks[tile.kv_head * group + hh];
         }
       AttendTile at{D, BS, KVH, tile.kv_head, tables + tile.seq * maxb, kc.data, vc.data, kc.dtype, scale_, softcap_,
-                    window_, rows, qrows.data(), last.data(), orows.data()};
+                    window_, rows, qrows.data(), last.data(), orows.data(), sinks ? row_sinks.data() : nullptr};
       attend(at, scratch.data());
       rows = 0;
       for (int64_t j = tile.t0; j < tile.t1; ++j)

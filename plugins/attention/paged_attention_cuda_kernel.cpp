@@ -17,7 +17,7 @@ using sy::plugin::Error;
 
 PagedAttentionCudaKernel::PagedAttentionCudaKernel(const sy::plugin::NodeRef& n) : cpu_(n) {
   if (cpu_.softcap() > 0.f || cpu_.packed_heads() > 0 || n.graph.input_count(n.node) > 3)
-    throw Error("PagedAttention on CUDA supports the heads-major layout without soft-cap or rotary; this layer needs the CPU kernel",
+    throw Error("PagedAttention on CUDA supports the heads-major layout without soft-cap, rotary or sinks; this layer needs the CPU kernel",
                 SY_UNSUPPORTED);
 }
 

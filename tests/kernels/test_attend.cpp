@@ -1,7 +1,8 @@
 // The CPU attention tile of PagedAttention (plugins/attention/attend.h),
 // every build this CPU has: against a double-precision softmax attention
 // over the same paged cache (GQA groups, block sizes that do and do not
-// divide the 32-key chunks, windows, soft-capping, half-precision caches),
+// divide the 32-key chunks, windows, soft-capping, half-precision caches,
+// attention sinks),
 // and row-independent: a row attends to the same bits alone or in any tile
 // (what keeps batching, chunked prefill and speculative verification equal
 // to plain decoding).
@@ -77,14 +78,19 @@ struct Case {
   float softcap = 0.f;
   int64_t window = 0;
   int32_t dtype = SY_DTYPE_FLOAT32;
+  bool sinks = false;  // gpt-oss's attention sinks: a row's sink is twice its query's first value
 };
+
+float sink_of(const float* q) { return 2.f * q[0]; }
 
 std::vector<float> run(AttendFn fn, const Cache& c, int64_t g, const Case& cs, const std::vector<float>& q,
                        const std::vector<int64_t>& last, float scale) {
   const auto rows = static_cast<int32_t>(last.size());
   std::vector<float> out(static_cast<size_t>(rows * c.D), std::nanf("")), scratch(static_cast<size_t>(attend_scratch_floats(rows, c.D)));
+  std::vector<float> sinks;
+  for (int32_t r = 0; r < rows && cs.sinks; ++r) sinks.push_back(sink_of(q.data() + r * c.D));
   AttendTile t{c.D, c.BS, c.KVH, g, c.table.data(), c.kp(), c.vp(), c.dtype, scale, cs.softcap, cs.window, rows, q.data(), last.data(),
-               out.data()};
+               out.data(), cs.sinks ? sinks.data() : nullptr};
   fn(t, scratch.data());
   return out;
 }
@@ -99,8 +105,9 @@ std::vector<double> reference(const Cache& c, int64_t g, const Case& cs, const f
     if (cs.softcap > 0) dot = cs.softcap * std::tanh(dot / cs.softcap);
     s.push_back(dot);
   }
-  const double mx = *std::max_element(s.begin(), s.end());
-  double sum = 0;
+  double mx = *std::max_element(s.begin(), s.end());
+  if (cs.sinks) mx = std::max(mx, static_cast<double>(sink_of(q)));
+  double sum = cs.sinks ? std::exp(sink_of(q) - mx) : 0.0;  // the sink: a key whose value is zero
   for (double& x : s) sum += (x = std::exp(x - mx));
   std::vector<double> o(static_cast<size_t>(c.D), 0.0);
   for (int64_t p = first; p <= last; ++p)
@@ -123,6 +130,8 @@ std::vector<Case> cases() {
       {24, 16, 1, 1, 1},                                         // the first token: one key
       {8, 16, 4, 100, 6},                                        // head size below one vector (stories260K)
       {24, 8, 2, 70, 5, 0.f, 0, SY_DTYPE_FLOAT16},               // a partial vector from a half-precision cache
+      {64, 16, 2, 300, 6, 0.f, 0, SY_DTYPE_FLOAT32, true},       // attention sinks (gpt-oss)
+      {64, 16, 2, 120, 4, 0.f, 16, SY_DTYPE_FLOAT32, true},      // sinks in a sliding window (gpt-oss's local layers)
   };
 }
 

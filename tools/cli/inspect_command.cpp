@@ -90,12 +90,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
   for (const auto& [k, n] : j["kernels_used"].items()) std::printf("  %-40s %d\n", k.c_str(), n.get<int>());
   if (!j["attention"].empty()) {
     std::printf("fused attention (PagedAttention per layer):\n");
-    std::printf("  %5s %10s %8s %7s %9s %9s %12s %12s\n", "layer", "scale", "softcap", "window", "kv_heads", "head_dim", "layout", "rotary");
+    std::printf("  %5s %10s %8s %7s %9s %9s %12s %12s %6s\n", "layer", "scale", "softcap", "window", "kv_heads", "head_dim", "layout", "rotary",
+                "sinks");
     for (const auto& a : j["attention"])
-      std::printf("  %5lld %10.6g %8.4g %7lld %9lld %9lld %12s %12s\n", static_cast<long long>(a["layer"].get<int64_t>()),
+      std::printf("  %5lld %10.6g %8.4g %7lld %9lld %9lld %12s %12s %6s\n", static_cast<long long>(a["layer"].get<int64_t>()),
                   a["scale"].get<double>(), a["softcap"].get<double>(), static_cast<long long>(a["window"].get<int64_t>()),
                   static_cast<long long>(a["kv_heads"].get<int64_t>()), static_cast<long long>(a["head_dim"].get<int64_t>()),
-                  a["layout"].get<std::string>().c_str(), a["rotary"].get<std::string>().c_str());
+                  a["layout"].get<std::string>().c_str(), a["rotary"].get<std::string>().c_str(), a["sinks"].get<bool>() ? "yes" : "no");
   }
   for (const auto& pr : j["probes"]) {
     if (!pr["skipped"].get<std::string>().empty())
