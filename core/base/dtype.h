@@ -23,6 +23,7 @@ enum class DType : int32_t {
   U32 = 12,
   U64 = 13,
   BF16 = 16,
+  F8E4M3 = 17,  // float8 e4m3fn: quantized KV caches only
 };
 
 size_t dtype_size(DType t);       // 0 for Undefined/String

@@ -234,6 +234,7 @@ void StepEngine::note_step(const StepPlan& plan) {
     m.used_blocks = stats.total_blocks - stats.free_blocks;
     m.peak_used_blocks = std::max(m.peak_used_blocks, m.used_blocks);
     m.running = static_cast<int32_t>(planner_.running().size());
+    m.peak_running = std::max(m.peak_running, m.running);
     m.waiting = static_cast<int32_t>(planner_.waiting().size());
   });
   counters_.record(std::move(record));

@@ -42,6 +42,7 @@ struct StepEngineMetrics {
   int32_t used_blocks = 0;
   int32_t peak_used_blocks = 0;
   int32_t running = 0, waiting = 0;
+  int32_t peak_running = 0;  // the most sequences one step held
   // KV slots held but not holding a token, per sequence: the worst step's
   // average over its sequences, and the worst single sequence.
   double max_mean_waste_tokens = 0;

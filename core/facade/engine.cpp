@@ -8,7 +8,10 @@
 #include <map>
 
 #include "device/device_registry.h"
+#include "base/dtype.h"
 #include "engine/session.h"
+#include "plugin_host/components.h"
+#include "facade/kv_memory.h"
 #include "graph/gguf_model.h"
 #include "graph/onnx_export.h"
 #include "text/gguf_vocab.h"
@@ -213,6 +216,14 @@ EngineFootprint Engine::footprint() const {
   f.weight_bytes = s.report().weight_bytes;
   f.kv_bytes_per_token =
       static_cast<int64_t>(s.model().num_layers()) * s.model().kv_heads() * (s.model().head_dim() + s.model().value_dim()) * static_cast<int64_t>(sizeof(float));
+  if (PluginCacheManager* cm = s.cache_manager()) {
+    // As the cache stores it (float16 halves it, int8 / fp8 rows carry a scale).
+    f.kv_bytes_per_token = 0;
+    for (int32_t l = 0; l < s.model().num_layers(); ++l) {
+      const auto [k, v] = cm->storage(l);
+      for (const sy_tensor& t : {k, v}) f.kv_bytes_per_token += t.dims[1] * t.dims[3] * static_cast<int64_t>(dtype_size(static_cast<DType>(t.dtype)));
+    }
+  }
   return f;
 }
 
@@ -299,6 +310,11 @@ nlohmann::json Engine::describe() const {
                            {"ms", pr.ms},
                            {"skipped", pr.skipped}});
   return j;
+}
+
+nlohmann::json Engine::kv_memory(int64_t sequence_tokens, int64_t memory_bytes) const {
+  SY_CHECK(sequence_tokens > 0 && memory_bytes > 0, "kv_memory: the sequence length and the memory must be positive");
+  return kv_memory_report(*impl_->session, sequence_tokens, memory_bytes);
 }
 
 nlohmann::json probe_devices(bool measure_copy_bandwidth) {

@@ -140,6 +140,10 @@ class Engine {
   // plugins and their components, passes, op counts per stage, kernels
   // used, fused attention per layer, equivalence probes, the device.
   nlohmann::json describe() const;
+  // The KV cache's bytes per token under each storage strategy, with the
+  // seed's formula filled in and how many sequences of sequence_tokens fit
+  // in memory_bytes (facade/kv_memory.h).
+  nlohmann::json kv_memory(int64_t sequence_tokens, int64_t memory_bytes) const;
   // Writes the graph as the passes left it (optimize).
   OnnxExportSummary export_onnx(const std::string& path) const;
 

@@ -15,6 +15,8 @@
 // kChunkKeys, whatever the block size: a key's lane is its position mod
 // kChunkKeys, which does not move with batching.)
 #pragma once
+#include <switchyard/plugin.h>
+
 #include <cstdint>
 
 namespace sy_attention {
@@ -28,9 +30,9 @@ struct AttendTile {
   int64_t kv_heads;      // KVH: the cache's heads
   int64_t kv_head;       // g: the one this tile reads
   const int32_t* table;  // the sequence's block table (cache block per BS positions)
-  const void* k_cache;   // [blocks][KVH][BS][D] in `dtype`
+  const void* k_cache;   // [blocks][KVH][BS] rows of D values in `dtype` (kv_row_bytes each)
   const void* v_cache;
-  int32_t dtype;  // SY_DTYPE_FLOAT32, _FLOAT16 or _BFLOAT16
+  int32_t dtype;  // SY_DTYPE_FLOAT32, _FLOAT16, _BFLOAT16, or quantized rows: _INT8, _FLOAT8E4M3FN
   float scale;    // scores = dot * scale
   float softcap;  // > 0: softcap * tanh(score / softcap)
   int64_t window;  // > 0: a row at position p sees keys p - window + 1 .. p
@@ -43,6 +45,13 @@ struct AttendTile {
   // share of the probability mass, so it enters at the normalisation.
   const float* sinks;
 };
+
+// Bytes of one cached row of D values: float32, 16-bit, or a quantized row's
+// D codes and its float16 scale (SY_KV_ROW_* in plugin.h).
+inline int64_t kv_row_bytes(int32_t dtype, int64_t D) {
+  if (SY_KV_ROW_QUANTIZED(dtype)) return D + SY_KV_ROW_SCALE_BYTES;
+  return dtype == SY_DTYPE_FLOAT32 ? 4 * D : 2 * D;
+}
 
 // Per-thread working memory for attend(): sized by attend_scratch_floats.
 int64_t attend_scratch_floats(int32_t rows, int64_t head_dim);

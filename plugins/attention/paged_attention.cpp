@@ -44,19 +44,24 @@ inline void rotate(float* x, int64_t pos, const float* cos_c, const float* sin_c
   }
 }
 
-// Rows of the KV cache in its stored type (float32, float16, bfloat16):
-// written from float (attend.h reads them).
+// Rows of the KV cache in its stored type (float32, float16, bfloat16, or
+// int8 / fp8 rows with their scale): written from float (attend.h reads them).
 struct CacheRows {
   void* base;
   int32_t dtype;
   int64_t D;
-  void write(int64_t at, const float* src) const {
+  void write(int64_t row, const float* src) const {
+    uint8_t* dst = static_cast<uint8_t*>(base) + row * kv_row_bytes(dtype, D);
     if (dtype == SY_DTYPE_FLOAT32) {
-      std::memcpy(static_cast<float*>(base) + at, src, static_cast<size_t>(D) * sizeof(float));
-      return;
+      std::memcpy(dst, src, static_cast<size_t>(D) * sizeof(float));
+    } else if (SY_KV_ROW_QUANTIZED(dtype)) {
+      sy::plugin::quantize_kv_row(src, D, dtype, dst);
+    } else {
+      for (int64_t i = 0; i < D; ++i) {
+        const uint16_t h = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(src[i]) : sy::plugin::f32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
     }
-    uint16_t* dst = static_cast<uint16_t*>(base) + at;
-    for (int64_t i = 0; i < D; ++i) dst[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(src[i]) : sy::plugin::f32_to_bf16(src[i]);
   }
 };
 
@@ -79,7 +84,14 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const sy_tensor& kc = step->key_cache[layer_];
   const sy_tensor& vc = step->value_cache[layer_];
   const bool token_major = packed_heads_ > 0;
-  const int64_t NB = kc.dims[0], BS = kc.dims[2], D = kc.dims[3];
+  // A quantized cache's rows are the head's codes and a scale (SY_KV_ROW_*).
+  const bool quantized = SY_KV_ROW_QUANTIZED(kc.dtype);
+  const int64_t NB = kc.dims[0], BS = kc.dims[2], D = kc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0);
+  if (kc.dtype != vc.dtype ||
+      (kc.dtype != SY_DTYPE_FLOAT32 && kc.dtype != SY_DTYPE_FLOAT16 && kc.dtype != SY_DTYPE_BFLOAT16 && !quantized))
+    throw Error("PagedAttention: the KV cache must hold float32, float16, bfloat16, int8 or fp8 (e4m3fn) rows, got dtype " +
+                    std::to_string(kc.dtype),
+                SY_UNSUPPORTED);
   HeadLayout QL, KL;
   if (token_major) {
     if (q.rank() != 3 || kn.rank() != 3 || vn.rank() != 3 || q.dim(0) != 1 || kn.dim(0) != 1)
@@ -98,8 +110,6 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const int64_t H = QL.heads, KVH = KL.heads, T = QL.tokens;
   if (H % KVH != 0 || kc.dims[1] != KVH || KL.tokens != T || T != step->num_tokens)
     throw Error("PagedAttention: Q/K/V shapes do not match the KV cache layout or the step's token count", SY_INVALID_ARGUMENT);
-  if (kc.dtype != vc.dtype || (kc.dtype != SY_DTYPE_FLOAT32 && kc.dtype != SY_DTYPE_FLOAT16 && kc.dtype != SY_DTYPE_BFLOAT16))
-    throw Error("PagedAttention: the KV cache must hold float32, float16 or bfloat16", SY_UNSUPPORTED);
   const bool rotary = io.has_input(3) && io.has_input(4);
   const float *cos_c = nullptr, *sin_c = nullptr;
   int64_t half = 0, max_pos = 0;
@@ -136,7 +146,7 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const int64_t maxb = step->max_blocks_per_seq;
   auto slot = [&](int64_t seq, int64_t pos, int64_t g) {
     int64_t block = tables[seq * maxb + pos / BS];
-    return ((block * KVH + g) * BS + pos % BS) * D;
+    return (block * KVH + g) * BS + pos % BS;  // the row (CacheRows::write sizes it)
   };
   // 1. The new tokens' keys (rotated) and values go into their cache slots.
   std::vector<float> krow(static_cast<size_t>(D));

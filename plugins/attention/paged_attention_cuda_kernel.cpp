@@ -34,6 +34,8 @@ void PagedAttentionCudaKernel::compute(sy::plugin::KernelIO& io) {
     throw Error("PagedAttention on CUDA needs Q/K/V and the KV cache in CUDA memory", SY_INVALID_ARGUMENT);
   if (q.rank() != 4 || kn.rank() != 4 || vn.rank() != 4 || q.dim(0) != 1 || kn.dim(0) != 1)
     throw Error("PagedAttention: expected Q/K/V of shape [1, heads, tokens, head_dim]", SY_INVALID_ARGUMENT);
+  if (kc.dtype != SY_DTYPE_FLOAT32 || vc.dtype != SY_DTYPE_FLOAT32)
+    throw Error("PagedAttention on CUDA reads a float32 KV cache, got dtype " + std::to_string(kc.dtype), SY_UNSUPPORTED);
   CudaAttentionArgs a{};
   a.H = static_cast<int32_t>(q.dim(1));
   a.KVH = static_cast<int32_t>(kn.dim(1));

@@ -12,7 +12,7 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy devi
   if (c.block_size <= 0 || c.num_blocks <= 0 || c.layers <= 0 || c.kv_heads <= 0 || c.head_dim <= 0)
     throw std::invalid_argument("cache: layers, kv_heads, head_dim, block_size and num_blocks must be positive");
   if (c.num_blocks > INT32_MAX) throw std::invalid_argument("cache: too many blocks");
-  if (c.element_bytes != 4 && c.element_bytes != 2) throw std::invalid_argument("cache: elements must be 4 or 2 bytes");
+  if (c.element_bytes != 4 && c.element_bytes != 2 && c.element_bytes != 1) throw std::invalid_argument("cache: elements must be 4, 2 or 1 bytes");
   block_bytes_ = static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(c.head_dim) *
                  static_cast<size_t>(c.element_bytes);
   size_t bytes = block_bytes_ * static_cast<size_t>(c.num_blocks);

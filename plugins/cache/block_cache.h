@@ -20,7 +20,9 @@
 namespace sy_cache {
 
 struct Config {
-  int32_t layers, kv_heads, head_dim, block_size;
+  int32_t layers, kv_heads;
+  int32_t head_dim;  // elements per stored row (a quantized row: head_dim codes + its scale's bytes)
+  int32_t block_size;
   int64_t num_blocks;
   bool prefix_caching;
   // Sliding-window attention: blocks wholly before the window of every
@@ -29,7 +31,7 @@ struct Config {
   // Where the KV storage lives (SY_DEVICE_*). On a device, storage comes from
   // host->device_alloc and copy-on-write copies go through `device_copy`.
   int32_t device = SY_DEVICE_CPU;
-  // Bytes per stored element: 4 (float32) or 2 (float16 / bfloat16).
+  // Bytes per stored element: 4 (float32), 2 (float16 / bfloat16), 1 (int8 / fp8 rows).
   int32_t element_bytes = 4;
 };
 

@@ -13,21 +13,28 @@ using sy::plugin::Options;
 using sy::plugin::Tokens;
 using sy_cache::BlockCache;
 
-// The stored element type: the option ("fp32", "fp16", "bf16"), else the
-// engine's request.
+// The stored element type: the option ("fp32", "fp16", "bf16", "int8",
+// "fp8"), else the engine's request. int8 and fp8 (e4m3fn) rows carry their
+// own float16 scale (SY_KV_ROW_* in plugin.h).
 int32_t kv_dtype(const Options& o, int32_t requested) {
   const std::string d = o.get_string("dtype");
   if (d.empty()) return requested;
   if (d == "fp32" || d == "float32") return SY_DTYPE_FLOAT32;
   if (d == "fp16" || d == "float16") return SY_DTYPE_FLOAT16;
   if (d == "bf16" || d == "bfloat16") return SY_DTYPE_BFLOAT16;
-  throw sy::plugin::Error("dtype must be fp32, fp16 or bf16, got '" + d + "'", SY_INVALID_ARGUMENT);
+  if (d == "int8") return SY_DTYPE_INT8;
+  if (d == "fp8" || d == "fp8_e4m3" || d == "float8e4m3fn") return SY_DTYPE_FLOAT8E4M3FN;
+  throw sy::plugin::Error("dtype must be fp32, fp16, bf16, int8 or fp8, got '" + d + "'", SY_INVALID_ARGUMENT);
 }
+
+// Elements of one stored row of head_dim values (a quantized row adds its scale's bytes).
+int32_t row_elements(int32_t dtype, int32_t head_dim) { return SY_KV_ROW_QUANTIZED(dtype) ? head_dim + SY_KV_ROW_SCALE_BYTES : head_dim; }
+int32_t element_bytes(int32_t dtype) { return dtype == SY_DTYPE_FLOAT32 ? 4 : SY_KV_ROW_QUANTIZED(dtype) ? 1 : 2; }
 
 enum class Kind { Contiguous, Paged, Prefix };
 
-int64_t blocks_for_budget(const sy_cache_config* c, int32_t block_size, int64_t budget_mb, int32_t element_bytes) {
-  int64_t per_block = 2LL * c->num_layers * c->kv_heads * block_size * c->head_dim * element_bytes;
+int64_t blocks_for_budget(const sy_cache_config* c, int32_t block_size, int64_t budget_mb, int32_t row_bytes) {
+  int64_t per_block = 2LL * c->num_layers * c->kv_heads * block_size * row_bytes;
   return std::max<int64_t>(1, budget_mb * 1024 * 1024 / per_block);
 }
 
@@ -37,25 +44,30 @@ class KvCache {
  public:
   KvCache(const sy_cache_config& c, const Options& opts) {
     const int32_t dtype = kv_dtype(opts, c.dtype);
-    if (dtype != SY_DTYPE_FLOAT32 && dtype != SY_DTYPE_FLOAT16 && dtype != SY_DTYPE_BFLOAT16)
-      throw sy::plugin::Error("KV caches hold float32, float16 or bfloat16", SY_UNSUPPORTED);
+    if (dtype != SY_DTYPE_FLOAT32 && dtype != SY_DTYPE_FLOAT16 && dtype != SY_DTYPE_BFLOAT16 && !SY_KV_ROW_QUANTIZED(dtype))
+      throw sy::plugin::Error("KV caches hold float32, float16, bfloat16, int8 or fp8 (e4m3fn)", SY_UNSUPPORTED);
     if (dtype != SY_DTYPE_FLOAT32 && c.device != SY_DEVICE_CPU)
-      throw sy::plugin::Error("a float16/bfloat16 KV cache is kept in host memory only (the CUDA attention reads float32)", SY_UNSUPPORTED);
+      throw sy::plugin::Error(std::string("cache dtype '") + opts.get_string("dtype") +
+                                  "' is not readable by the CUDA PagedAttention kernel (it reads float32 KV): run attention on "
+                                  "the CPU or keep the cache's dtype fp32",
+                              SY_UNSUPPORTED);
     sy_cache::DeviceCopy device_copy = nullptr;
     if (c.device != SY_DEVICE_CPU) {
       device_copy = sy_cache::device_copy_for(c.device);
       if (!device_copy) throw sy::plugin::Error("this build of the cache plugin keeps KV in host memory only (built without CUDA)", SY_UNSUPPORTED);
     }
-    sy_cache::Config cfg{c.num_layers, c.kv_heads, c.head_dim, 0, 0, K == Kind::Prefix};
+    // BlockCache sizes rows in elements of element_bytes; a quantized row is
+    // head_dim codes and its scale, one byte each.
+    sy_cache::Config cfg{c.num_layers, c.kv_heads, row_elements(dtype, c.head_dim), 0, 0, K == Kind::Prefix};
     cfg.device = c.device;
-    cfg.element_bytes = dtype == SY_DTYPE_FLOAT32 ? 4 : 2;
+    cfg.element_bytes = element_bytes(dtype);
     const int64_t budget_mb = opts.get_int("budget_mb");
     cfg.block_size = static_cast<int32_t>(opts.get_int(K == Kind::Contiguous ? "max_seq_len" : "block_size"));
     if (cfg.block_size <= 0) throw sy::plugin::Error("block size must be positive", SY_INVALID_ARGUMENT);
     cfg.window = static_cast<int32_t>(opts.get_int("window"));
     if (cfg.window < 0) throw sy::plugin::Error("window must be >= 0", SY_INVALID_ARGUMENT);
     if (cfg.window > 0 && K == Kind::Contiguous) throw sy::plugin::Error("window needs a paged cache", SY_INVALID_ARGUMENT);
-    cfg.num_blocks = blocks_for_budget(&c, cfg.block_size, budget_mb, cfg.element_bytes);
+    cfg.num_blocks = blocks_for_budget(&c, cfg.block_size, budget_mb, cfg.head_dim * cfg.element_bytes);
     if (K != Kind::Contiguous) {
       const int64_t fixed = opts.get_int("num_blocks");
       if (fixed < 0) throw sy::plugin::Error("num_blocks must be >= 0", SY_INVALID_ARGUMENT);
@@ -95,7 +107,7 @@ class KvCache {
 
  private:
   std::unique_ptr<BlockCache> cache_;
-  std::vector<int64_t> dims_;  // [num_blocks, kv_heads, block_size, head_dim]
+  std::vector<int64_t> dims_;  // [num_blocks, kv_heads, block_size, row elements]
   int32_t dtype_ = SY_DTYPE_FLOAT32;
 };
 
@@ -104,7 +116,7 @@ class KvCache {
 SY_PLUGIN(builder) {
   using sy::plugin::option_int;
   using sy::plugin::option_string;
-  auto dtype = option_string("dtype", "", "stored element type: fp32, fp16 or bf16 (default: the engine's, float32)");
+  auto dtype = option_string("dtype", "", "stored element type: fp32, fp16, bf16, int8 or fp8 (e4m3fn; int8 and fp8 rows carry a float16 scale) (default: the engine's, float32)");
   builder.info("switchyard-cache", "1.0.0", "KV-cache managers: contiguous, paged, prefix-caching");
   auto budget = option_int("budget_mb", "64", "KV memory for all layers, keys and values (MiB)");
   auto num_blocks = option_int("num_blocks", "0", "blocks of KV storage (0: as many as budget_mb holds)");

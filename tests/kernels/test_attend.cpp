@@ -2,6 +2,7 @@
 // every build this CPU has: against a double-precision softmax attention
 // over the same paged cache (GQA groups, block sizes that do and do not
 // divide the 32-key chunks, windows, soft-capping, half-precision caches,
+// int8 and fp8 rows with their scales,
 // attention sinks),
 // and row-independent: a row attends to the same bits alone or in any tile
 // (what keeps batching, chunked prefill and speculative verification equal
@@ -34,9 +35,14 @@ struct Cache {
   int32_t dtype;
   std::vector<int32_t> table;
   std::vector<float> k, v;       // the values as float (what the kernel should read)
-  std::vector<uint16_t> kh, vh;  // stored as halves when dtype is not float32
-  const void* kp() const { return dtype == SY_DTYPE_FLOAT32 ? static_cast<const void*>(k.data()) : kh.data(); }
-  const void* vp() const { return dtype == SY_DTYPE_FLOAT32 ? static_cast<const void*>(v.data()) : vh.data(); }
+  std::vector<uint16_t> kh, vh;  // stored as halves when dtype is 16-bit
+  std::vector<uint8_t> kq, vq;   // stored as quantized rows (codes + scale) when int8 or fp8
+  const void* kp() const {
+    return dtype == SY_DTYPE_FLOAT32 ? static_cast<const void*>(k.data()) : SY_KV_ROW_QUANTIZED(dtype) ? static_cast<const void*>(kq.data()) : kh.data();
+  }
+  const void* vp() const {
+    return dtype == SY_DTYPE_FLOAT32 ? static_cast<const void*>(v.data()) : SY_KV_ROW_QUANTIZED(dtype) ? static_cast<const void*>(vq.data()) : vh.data();
+  }
   float key(int64_t pos, int64_t g, int64_t d) const { return k[at(pos, g) + d]; }
   float value(int64_t pos, int64_t g, int64_t d) const { return v[at(pos, g) + d]; }
   size_t at(int64_t pos, int64_t g) const {
@@ -45,7 +51,7 @@ struct Cache {
 };
 
 Cache make_cache(int64_t D, int64_t BS, int64_t KVH, int64_t ctx, int32_t dtype, std::mt19937& rng) {
-  Cache c{D, BS, KVH, ctx, dtype, {}, {}, {}, {}, {}};
+  Cache c{D, BS, KVH, ctx, dtype, {}, {}, {}, {}, {}, {}, {}};
   const int64_t blocks = (ctx + BS - 1) / BS + 3;  // spare blocks the table skips
   std::vector<int32_t> order(static_cast<size_t>(blocks));
   for (int64_t i = 0; i < blocks; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
@@ -59,7 +65,23 @@ Cache make_cache(int64_t D, int64_t BS, int64_t KVH, int64_t ctx, int32_t dtype,
     c.k[i] = n(rng);
     c.v[i] = n(rng);
   }
-  if (dtype != SY_DTYPE_FLOAT32) {
+  if (SY_KV_ROW_QUANTIZED(dtype)) {
+    // Rows quantized as the kernel's writer does; the reference reads them
+    // back through the SDK's decoding, so the kernel must match it exactly.
+    const size_t rows = size / static_cast<size_t>(D), rb = static_cast<size_t>(kv_row_bytes(dtype, D));
+    c.kq.resize(rows * rb);
+    c.vq.resize(rows * rb);
+    for (size_t r = 0; r < rows; ++r)
+      for (auto [src, dst] : {std::pair{&c.k, &c.kq}, std::pair{&c.v, &c.vq}}) {
+        uint8_t* row = dst->data() + r * rb;
+        sy::plugin::quantize_kv_row(src->data() + r * static_cast<size_t>(D), D, dtype, row);
+        const float scale = sy::plugin::kv_row_scale(row, D);
+        for (int64_t d = 0; d < D; ++d) {
+          const float code = dtype == SY_DTYPE_INT8 ? static_cast<float>(static_cast<int8_t>(row[d])) : sy::plugin::e4m3_table()[row[d]];
+          (*src)[r * static_cast<size_t>(D) + static_cast<size_t>(d)] = code * scale;
+        }
+      }
+  } else if (dtype != SY_DTYPE_FLOAT32) {
     c.kh.resize(size);
     c.vh.resize(size);
     for (size_t i = 0; i < size; ++i) {
@@ -130,6 +152,9 @@ std::vector<Case> cases() {
       {24, 16, 1, 1, 1},                                         // the first token: one key
       {8, 16, 4, 100, 6},                                        // head size below one vector (stories260K)
       {24, 8, 2, 70, 5, 0.f, 0, SY_DTYPE_FLOAT16},               // a partial vector from a half-precision cache
+      {64, 16, 3, 333, 3, 0.f, 0, SY_DTYPE_INT8},                // int8 rows with their scale (SmolLM2's geometry)
+      {80, 16, 2, 150, 4, 0.f, 0, SY_DTYPE_FLOAT8E4M3FN},        // fp8 e4m3 rows, head size not a multiple of 16
+      {24, 8, 2, 70, 5, 0.f, 32, SY_DTYPE_INT8},                 // int8, a partial vector, a window
       {64, 16, 2, 300, 6, 0.f, 0, SY_DTYPE_FLOAT32, true},       // attention sinks (gpt-oss)
       {64, 16, 2, 120, 4, 0.f, 16, SY_DTYPE_FLOAT32, true},      // sinks in a sliding window (gpt-oss's local layers)
   };
@@ -184,6 +209,58 @@ TEST(Attend, ARowIsTheSameBitsAloneOrInAnyTile) {
             << name << " D " << cs.D << " BS " << cs.BS << " row " << r << " at position " << last[static_cast<size_t>(r)];
       }
     }
+}
+
+// The quantized KV row format (SY_KV_ROW_* in plugin.h): every finite e4m3
+// code survives a round trip, a value between two codes goes to the nearer
+// (ties to the even code), and a row's error stays within half a step of
+// its scale.
+TEST(KvRows, E4m3CodesRoundTripAndRoundToNearest) {
+  const float* table = sy::plugin::e4m3_table();
+  EXPECT_EQ(table[0x7e], 448.f);
+  EXPECT_EQ(table[0x01], 1.f / 512.f);
+  EXPECT_TRUE(std::isnan(table[0x7f]));
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;  // NaN
+    EXPECT_EQ(sy::plugin::f32_to_e4m3(table[c]), c) << "code " << c;
+    if ((c & 0x7f) < 0x7e) {  // the midpoint to the next code up in magnitude
+      const float mid = 0.5f * (table[c] + table[c + 1]);
+      const int even = (c & 1) ? c + 1 : c;
+      EXPECT_EQ(sy::plugin::f32_to_e4m3(mid), even) << "between codes " << c << " and " << c + 1;
+    }
+  }
+  EXPECT_EQ(sy::plugin::f32_to_e4m3(1000.f), 0x7e);  // saturates
+  EXPECT_EQ(sy::plugin::f32_to_e4m3(-1000.f), 0xfe);
+}
+
+TEST(KvRows, QuantizedRowsStayWithinHalfAStep) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0.f, 3.f);
+  for (int32_t dtype : {SY_DTYPE_INT8, SY_DTYPE_FLOAT8E4M3FN}) {
+    std::vector<float> x(64);
+    for (auto& v : x) v = n(rng);
+    x[5] = 0.f;
+    std::vector<uint8_t> row(static_cast<size_t>(kv_row_bytes(dtype, 64)));
+    ASSERT_EQ(row.size(), 66u);
+    sy::plugin::quantize_kv_row(x.data(), 64, dtype, row.data());
+    const float scale = sy::plugin::kv_row_scale(row.data(), 64);
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::abs(v));
+    EXPECT_NEAR(scale, amax / (dtype == SY_DTYPE_INT8 ? 127.f : 448.f), amax * 1e-3f);
+    for (size_t d = 0; d < 64; ++d) {
+      const float back = (dtype == SY_DTYPE_INT8 ? static_cast<float>(static_cast<int8_t>(row[d])) : sy::plugin::e4m3_table()[row[d]]) * scale;
+      // int8: half a step of the scale; e4m3: half a step of its 3-bit mantissa (1/16 relative) or of its subnormals.
+      const float bound = dtype == SY_DTYPE_INT8 ? 0.5f * scale * 1.01f : std::max(std::abs(x[d]) / 16.f, scale / 1024.f) * 1.01f;
+      EXPECT_LE(std::abs(back - x[d]), bound) << "dtype " << dtype << " element " << d << " value " << x[d];
+    }
+    EXPECT_EQ(row[5] & 0x7f, 0);  // zero stays zero
+  }
+  // An all-zero row has scale zero and zero codes (nothing divides by zero).
+  std::vector<float> zeros(16, 0.f);
+  std::vector<uint8_t> row(18, 0xff);
+  sy::plugin::quantize_kv_row(zeros.data(), 16, SY_DTYPE_INT8, row.data());
+  EXPECT_EQ(sy::plugin::kv_row_scale(row.data(), 16), 0.f);
+  for (int d = 0; d < 16; ++d) EXPECT_EQ(row[static_cast<size_t>(d)], 0);
 }
 
 TEST(Attend, ForcedPathIsRefusedWhenUnknown) {

@@ -158,5 +158,62 @@ TEST_F(TrainedModelText, ChatPromptsAndTokenizerMatchTheReferences) {
   }
 }
 
+// Quantized KV caches on trained weights (float32 weights, the paged
+// profile): int8 and fp8 rows (a byte a value, a float16 scale per token and
+// head) against the float16 cache on a real text, teacher-forced: the
+// perplexity increase, the blocks the same budget holds, and next-token
+// agreement. Measured on an AVX2 machine over 512 tokens of
+// docs/architecture.md: int8 -0.016% perplexity (47.605 vs 47.613), top-1
+// 502/511; fp8 +0.44%, top-1 490/511; 1.94x the blocks. Bounds: int8 0.5%
+// (the issue's), fp8 1%.
+using TrainedModelKv = WithTrainedModel;
+TEST_F(TrainedModelKv, QuantizedKvCostsLittlePerplexityAndHoldsNearlyTwiceTheSequences) {
+  std::ifstream in(test::source_dir() + "/docs/architecture.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<int> tokens = load_tokenizer(gguf_path())->encode(text.str(), true);
+  ASSERT_GE(tokens.size(), 512u);
+  tokens.resize(512);
+  struct Run {
+    double nll = 0;
+    std::vector<int64_t> top1;
+    int64_t blocks = 0;
+  };
+  auto run = [&](const char* dtype) {
+    EngineConfig c = config("paged", true);
+    c.cache->options["dtype"] = RawOption{dtype, "test"};
+    auto s = Session::create(c);
+    Run r;
+    r.blocks = s->cache_manager()->storage(0).first.dims[0];
+    const Tensor logits = s->step_engine()->prompt_logits(tokens);
+    const int64_t V = logits.dim(1);
+    for (size_t t = 0; t + 1 < tokens.size(); ++t) {
+      const float* row = logits.data<float>() + static_cast<int64_t>(t) * V;
+      const double m = *std::max_element(row, row + V);
+      double sum = 0;
+      for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(row[i]) - m);
+      r.nll += m + std::log(sum) - row[tokens[t + 1]];
+      r.top1.push_back(std::max_element(row, row + V) - row);
+    }
+    return r;
+  };
+  const Run f16 = run("fp16");
+  const double n = static_cast<double>(tokens.size() - 1), ppl16 = std::exp(f16.nll / n);
+  for (const char* dtype : {"int8", "fp8"}) {
+    const Run q = run(dtype);
+    const double ppl = std::exp(q.nll / n);
+    int64_t agree = 0;
+    for (size_t i = 0; i < q.top1.size(); ++i) agree += q.top1[i] == f16.top1[i];
+    const double blocks_ratio = static_cast<double>(q.blocks) / static_cast<double>(f16.blocks);
+    RecordProperty(std::string(dtype) + "_perplexity", std::to_string(ppl) + " vs fp16 " + std::to_string(ppl16));
+    RecordProperty(std::string(dtype) + "_top1_agreement", std::to_string(agree) + "/" + std::to_string(q.top1.size()));
+    std::printf("[kv %s: perplexity %.4f vs fp16 %.4f (%+.3f%%), top-1 agreement %lld/%zu, blocks %.3fx fp16's]\n", dtype, ppl, ppl16,
+                100.0 * (ppl / ppl16 - 1), static_cast<long long>(agree), q.top1.size(), blocks_ratio);
+    // Rows of 64 codes + 2 bytes of scale against 128 bytes: 1.94x the blocks.
+    EXPECT_GE(blocks_ratio, 1.9) << dtype;
+    EXPECT_LE(ppl / ppl16 - 1, std::string(dtype) == "int8" ? 0.005 : 0.01) << dtype;
+  }
+}
+
 }  // namespace
 }  // namespace sy

@@ -1,6 +1,8 @@
 // The CLI as users script it: the real binary, its JSON shapes and errors.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <array>
 #include <algorithm>
 #include <cmath>
@@ -43,6 +45,46 @@ TEST(Cli, InspectShowsInterfaceAndCounts) {
   // transposed copy (512 x 64) = 292,800 stored values.
   EXPECT_NE(r.out.find("parameters  292800 (1171200 bytes)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1060 imported"), std::string::npos) << r.out;
+}
+
+// The KV memory report: stories260K's 5 layers x 4 KV heads x head size 8
+// in the seed's formula, and each strategy's bytes per token.
+TEST(Cli, InspectReportsKvMemoryPerStrategy) {
+  sy::test::ShellResult r = run("inspect --model " + model() + " --json --kv-tokens 256 --kv-memory-mb 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto kv = nlohmann::json::parse(r.out)["kv_memory"];
+  EXPECT_EQ(kv["layers"], 5);
+  EXPECT_EQ(kv["kv_heads"], 4);
+  EXPECT_EQ(kv["key_size"], 8);
+  EXPECT_EQ(kv["value_size"], 8);
+  EXPECT_EQ(kv["seed_formula"], "2 · B · S · L · H · M = 2 · 1 · 256 · 5 · 32 · 4 = 327680 bytes per sequence");
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& row : kv["strategies"]) rows[row["strategy"].get<std::string>()] = row;
+  ASSERT_TRUE(rows.count("as exported (float32)")) << kv.dump(1);
+  EXPECT_EQ(rows["as exported (float32)"]["bytes_per_token"], 5 * 4 * 16 * 4);
+  EXPECT_EQ(rows["as exported (float32)"]["sequences"], 1048576 / (256 * 1280));
+  EXPECT_EQ(rows["paged fp16 / bf16"]["bytes_per_token"], 5 * 4 * 16 * 2);
+  // int8: 8 codes + a 2-byte scale per row, keys and values.
+  EXPECT_EQ(rows["paged int8, a scale per token and head"]["bytes_per_token"], 5 * 4 * 2 * (8 + 2));
+  EXPECT_EQ(rows["paged fp16, KV heads pooled to 1 (MQA)"]["bytes_per_token"], 5 * 16 * 2);
+  // A latent-attention export (DeepSeek-V3, tests/models/real): the cache
+  // holds one latent "head" of kv_lora_rank 16 + rope 8; the expanded row
+  // counts 4 heads x (24 + 16) values, fp16, over 2 layers.
+  r = run("inspect --model " + sy::test::source_dir() + "/tests/models/real/deepseekv3-dynamo --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto mla = nlohmann::json::parse(r.out)["kv_memory"];
+  EXPECT_EQ(mla["key_size"], 16);
+  EXPECT_EQ(mla["value_size"], 8);
+  bool expanded = false;
+  for (const auto& row : mla["strategies"])
+    if (row["strategy"].get<std::string>().starts_with("latent attention's heads expanded")) {
+      expanded = true;
+      EXPECT_EQ(row["bytes_per_token"], 2 * 4 * (24 + 16) * 2);
+    }
+  EXPECT_TRUE(expanded) << mla.dump(1);
+  r = run("inspect --model " + model() + " --kv-tokens 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("--kv-tokens and --kv-memory-mb must be positive"), std::string::npos) << r.out;
 }
 
 TEST(Cli, ErrorsAreMessagesNotCrashes) {

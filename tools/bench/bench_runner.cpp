@@ -173,6 +173,7 @@ BenchResult run_workload(Engine& engine, const Workload& w, const std::string& p
   }
   used_peak = std::max(used_peak, after.peak_used_blocks);
   r.kv_usage_peak = r.total_blocks ? static_cast<double>(used_peak) / r.total_blocks : 0;
+  r.running_peak = after.peak_running;
   r.kv_usage_mean = r.total_blocks && !r.timeline.empty() ? used_sum / static_cast<double>(r.timeline.size()) / r.total_blocks : 0;
   int64_t prompt = after.prompt_tokens - before.prompt_tokens, cached = after.cached_tokens - before.cached_tokens;
   r.prefix_hit_rate = prompt ? static_cast<double>(cached) / static_cast<double>(prompt) : 0;
@@ -216,6 +217,7 @@ std::vector<Row> rows() {
   for (auto& x : pct("ITL ms", &BenchResult::itl_ms)) r.push_back(x);
   for (auto& x : pct("E2E ms", &BenchResult::e2e_ms)) r.push_back(x);
   r.push_back({"KV usage peak", [](const BenchResult& b) { return b.kv_usage_peak; }, "%.3f"});
+  r.push_back({"running seqs peak", [](const BenchResult& b) { return static_cast<double>(b.running_peak); }, "%.0f"});
   r.push_back({"KV usage mean", [](const BenchResult& b) { return b.kv_usage_mean; }, "%.3f"});
   r.push_back({"prefix cache hit rate", [](const BenchResult& b) { return b.prefix_hit_rate; }, "%.3f"});
   r.push_back({"preemptions", [](const BenchResult& b) { return static_cast<double>(b.engine.preemptions); }, "%.0f"});

@@ -34,6 +34,7 @@ struct BenchResult {
   Percentiles ttft_ms, tpot_ms, itl_ms, e2e_ms;
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0, goodput = 0;
   double kv_usage_peak = 0, kv_usage_mean = 0, prefix_hit_rate = 0, mbu = 0;
+  int32_t running_peak = 0;  // the most sequences one step held (what the KV memory admitted)
   int completed = 0, failed = 0;
 };
 

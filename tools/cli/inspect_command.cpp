@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "cli_support.h"
@@ -23,10 +24,16 @@ int cmd_inspect(const std::vector<std::string>& args) {
   po::options_description d("inspect options");
   d.add_options()("help,h", "show this help");
   mf.add(d);
+  int64_t kv_tokens = 4096, kv_memory_mb = 1024;
   d.add_options()("json", po::bool_switch(&json), "print JSON");
+  d.add_options()("kv-tokens", po::value(&kv_tokens)->default_value(4096), "sequence length of the KV memory report");
+  d.add_options()("kv-memory-mb", po::value(&kv_memory_mb)->default_value(1024), "KV memory the report counts sequences in (MiB)");
   auto p = parse(args, d, "usage: switchyard inspect (--model M | --manifest F [--profile P]) [--json]");
   if (p.help) return 0;
-  const nlohmann::json j = Engine::open(mf.options())->describe();
+  if (kv_tokens <= 0 || kv_memory_mb <= 0) throw std::invalid_argument("--kv-tokens and --kv-memory-mb must be positive");
+  const auto engine = Engine::open(mf.options());
+  nlohmann::json j = engine->describe();
+  j["kv_memory"] = engine->kv_memory(kv_tokens, kv_memory_mb * 1024 * 1024);
   if (json) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -98,6 +105,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
                   static_cast<long long>(a["kv_heads"].get<int64_t>()), static_cast<long long>(a["head_dim"].get<int64_t>()),
                   a["layout"].get<std::string>().c_str(), a["rotary"].get<std::string>().c_str(), a["sinks"].get<bool>() ? "yes" : "no");
   }
+  const auto& kv = j["kv_memory"];
+  std::printf("KV cache memory (%lld layers, %lld KV heads, keys %lld and values %lld per head):\n  seed formula: %s\n",
+              kv["layers"].get<long long>(), kv["kv_heads"].get<long long>(), kv["key_size"].get<long long>(), kv["value_size"].get<long long>(),
+              str(kv["seed_formula"]).c_str());
+  std::printf("  %-58s %12s %16s %12s  %s\n", "strategy", "bytes/token", "bytes/sequence", "sequences", "status");
+  for (const auto& r : kv["strategies"])
+    std::printf("  %-58s %12lld %16lld %12lld  %s\n", str(r["strategy"]).c_str(), r["bytes_per_token"].get<long long>(),
+                r["bytes_per_sequence"].get<long long>(), r["sequences"].get<long long>(), str(r["status"]).c_str());
+  std::printf("  (sequences of %lld tokens in %lld MiB)\n", kv["sequence_tokens"].get<long long>(), kv_memory_mb);
+  if (kv.contains("in_use"))
+    std::printf("  in use: %lld blocks of %lld tokens, %lld bytes a token, %lld bytes reserved\n", kv["in_use"]["blocks"].get<long long>(),
+                kv["in_use"]["block_tokens"].get<long long>(), kv["in_use"]["bytes_per_token"].get<long long>(),
+                kv["in_use"]["reserved_bytes"].get<long long>());
   for (const auto& pr : j["probes"]) {
     if (!pr["skipped"].get<std::string>().empty())
       std::printf("equivalence probe of '%s': skipped (%s)\n", pr["pass"].get<std::string>().c_str(), pr["skipped"].get<std::string>().c_str());

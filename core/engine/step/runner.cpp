@@ -11,9 +11,11 @@ StepRunner::StepRunner(DecoderModel& model, PluginCacheManager& cache, StepCount
     : model_(model), cache_(cache), counters_(counters) {
   for (int l = 0; l < model_.num_layers(); ++l) {
     auto [k, v] = cache_.storage(l);
-    SY_CHECK(k.rank == 4 && v.rank == 4 && k.data && v.data && k.dims[1] == model_.kv_heads() && k.dims[3] == model_.head_dim(),
+    // A quantized cache's rows carry their scale after the head's codes (SY_KV_ROW_* in plugin.h).
+    const int64_t row = model_.head_dim() + (SY_KV_ROW_QUANTIZED(k.dtype) ? SY_KV_ROW_SCALE_BYTES : 0);
+    SY_CHECK(k.rank == 4 && v.rank == 4 && k.data && v.data && k.dims[1] == model_.kv_heads() && k.dims[3] == row && k.dtype == v.dtype,
              "cache manager storage for layer " << l << " does not match the model ([blocks, " << model_.kv_heads() << ", block, "
-                                                << model_.head_dim() << "] expected)");
+                                                << row << "] of one dtype expected)");
     key_cache_.push_back(k);
     value_cache_.push_back(v);
   }

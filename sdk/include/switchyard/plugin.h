@@ -87,6 +87,8 @@
  *        prefix-cache blocks stored and removed, for KV-aware routers).
  *   1.6  structured output that finishes: sy_logits_processor_desc.
  *        set_token_budget (the tokens a constrained request may still emit).
+ *   1.7  quantized KV caches: SY_DTYPE_FLOAT8E4M3FN, and the row layout of
+ *        SY_DTYPE_INT8 / SY_DTYPE_FLOAT8E4M3FN cache storage (SY_KV_ROW_*).
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -99,7 +101,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 6
+#define SY_PLUGIN_ABI_MINOR 7
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -166,7 +168,8 @@ enum {
   SY_DTYPE_FLOAT64 = 11,
   SY_DTYPE_UINT32 = 12,
   SY_DTYPE_UINT64 = 13,
-  SY_DTYPE_BFLOAT16 = 16
+  SY_DTYPE_BFLOAT16 = 16,
+  SY_DTYPE_FLOAT8E4M3FN = 17 /* 1.7: KV caches only (SY_KV_ROW_*) */
 };
 
 enum { SY_DEVICE_CPU = 0, SY_DEVICE_CUDA = 1 };
@@ -229,11 +232,23 @@ typedef struct sy_step_context {
   const int32_t* block_tables;
   int32_t max_blocks_per_seq;
   int32_t block_size;
-  /* KV storage per layer, owned by the cache manager: [num_blocks, kv_heads, block_size, head_dim]. */
+  /* KV storage per layer, owned by the cache manager: [num_blocks, kv_heads,
+   * block_size, head_dim] (quantized rows: head_dim + SY_KV_ROW_SCALE_BYTES). */
   int32_t num_layers;
   const sy_tensor* key_cache;   /* [num_layers] */
   const sy_tensor* value_cache; /* [num_layers] */
 } sy_step_context;
+
+/* Quantized KV rows (1.7). A cache whose storage dtype is SY_DTYPE_INT8 or
+ * SY_DTYPE_FLOAT8E4M3FN holds each (block, kv head, token) row of keys or
+ * values as head_dim one-byte codes followed by the row's scale, an IEEE
+ * float16 in little-endian order: value[i] = decode(code[i]) * scale, with
+ * decode the int8's value or the e4m3fn number. One scale per row (a token's
+ * head) lets a row be written once, as it arrives, and read without its
+ * neighbours. The storage's last dimension counts the row's bytes:
+ * head_dim + SY_KV_ROW_SCALE_BYTES. */
+#define SY_KV_ROW_SCALE_BYTES 2
+#define SY_KV_ROW_QUANTIZED(dtype) ((dtype) == SY_DTYPE_INT8 || (dtype) == SY_DTYPE_FLOAT8E4M3FN)
 
 /* ------------------------------------------ model facts for passes (1.1) */
 
@@ -657,8 +672,9 @@ typedef struct sy_cache_desc {
    * sliding window); *blocks stays valid until the next call on this cache. */
   sy_status (*block_table)(void* state, uint64_t seq, const int32_t** blocks, int32_t* count);
   /* Required. Layer `layer`'s key and value storage, [num_blocks, kv_heads,
-   * block_size, head_dim] on the config's device; the data stays valid and
-   * in place for the cache's lifetime. */
+   * block_size, head_dim] on the config's device (a quantized cache's rows
+   * are head_dim + SY_KV_ROW_SCALE_BYTES wide, SY_KV_ROW_*); the data stays
+   * valid and in place for the cache's lifetime. */
   sy_status (*storage)(void* state, int32_t layer, sy_tensor* key, sy_tensor* value);
   /* Optional (NULL: no statistics). out->struct_size is set by the host. */
   sy_status (*stats)(void* state, sy_cache_stats* out);

@@ -19,6 +19,9 @@
 #define SWITCHYARD_PLUGIN_HPP_
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -191,6 +194,73 @@ inline uint16_t f32_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
+}
+
+// ------------------------------------------------------------------ quantized KV rows
+
+// float8 e4m3fn (1 sign, 4 exponent bits with bias 7, 3 mantissa bits; no
+// infinities, S.1111.111 is NaN, 448 the largest): its 256 values as float.
+inline const float* e4m3_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) {
+      const int e = (c >> 3) & 15, m = c & 7;
+      float v = e == 0 ? static_cast<float>(m) / 512.f  // subnormal: m/8 * 2^-6
+                       : std::ldexp(1.f + static_cast<float>(m) / 8.f, e - 7);
+      if (e == 15 && m == 7) v = std::numeric_limits<float>::quiet_NaN();
+      t[static_cast<size_t>(c)] = c & 0x80 ? -v : v;
+    }
+    return t;
+  }();
+  return table.data();
+}
+// Round to nearest even, saturating at +-448 (a scaled row never exceeds it).
+inline uint8_t f32_to_e4m3(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80u);
+  const float a = std::fabs(f);
+  if (!(a == a)) return static_cast<uint8_t>(sign | 0x7f);
+  if (a >= 464.f) return static_cast<uint8_t>(sign | 0x7e);
+  if (a < 0.015625f) return static_cast<uint8_t>(sign | static_cast<uint8_t>(std::nearbyint(a * 512.f)));  // subnormals (8 -> 2^-6 itself)
+  const uint32_t abs = x & 0x7fffffffu;
+  int e = static_cast<int>(abs >> 23) - 127 + 7;
+  uint32_t m = (abs >> 20) & 7u;
+  const uint32_t rem = abs & 0xfffffu;
+  if (rem > 0x80000u || (rem == 0x80000u && (m & 1u))) ++m;
+  if (m == 8) {
+    m = 0;
+    ++e;
+  }
+  const uint32_t code = std::min<uint32_t>(static_cast<uint32_t>(e) << 3 | m, 0x7eu);
+  return static_cast<uint8_t>(sign | code);
+}
+
+// Writes one quantized KV row (SY_KV_ROW_* in plugin.h): n codes of
+// `dtype` (SY_DTYPE_INT8 or SY_DTYPE_FLOAT8E4M3FN), then the float16 scale.
+// The scale is rounded to float16 first and the codes made with the rounded
+// scale, so decoding multiplies by exactly the scale the codes assumed.
+inline void quantize_kv_row(const float* src, int64_t n, int32_t dtype, uint8_t* dst) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(src[i]));
+  const float top = dtype == SY_DTYPE_INT8 ? 127.f : 448.f;
+  const uint16_t s16 = f32_to_f16(std::min(amax / top, 65504.f));
+  const float s = f16_to_f32(s16);
+  const float inv = s > 0.f ? 1.f / s : 0.f;
+  if (dtype == SY_DTYPE_INT8) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float q = std::nearbyint(src[i] * inv);
+      dst[i] = static_cast<uint8_t>(static_cast<int8_t>(std::max(-127.f, std::min(127.f, q))));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_e4m3(src[i] * inv);
+  }
+  dst[n] = static_cast<uint8_t>(s16 & 0xffu);
+  dst[n + 1] = static_cast<uint8_t>(s16 >> 8);
+}
+// The scale of a quantized row of n codes.
+inline float kv_row_scale(const uint8_t* row, int64_t n) {
+  return f16_to_f32(static_cast<uint16_t>(row[n] | (row[n + 1] << 8)));
 }
 
 // ------------------------------------------------------------------ options
