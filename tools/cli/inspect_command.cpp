@@ -113,7 +113,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   for (const auto& r : kv["strategies"])
     std::printf("  %-58s %12lld %16lld %12lld  %s\n", str(r["strategy"]).c_str(), r["bytes_per_token"].get<long long>(),
                 r["bytes_per_sequence"].get<long long>(), r["sequences"].get<long long>(), str(r["status"]).c_str());
-  std::printf("  (sequences of %lld tokens in %lld MiB)\n", kv["sequence_tokens"].get<long long>(), kv_memory_mb);
+  std::printf("  (sequences of %lld tokens in %lld MiB)\n", kv["sequence_tokens"].get<long long>(), static_cast<long long>(kv_memory_mb));
   if (kv.contains("in_use"))
     std::printf("  in use: %lld blocks of %lld tokens, %lld bytes a token, %lld bytes reserved\n", kv["in_use"]["blocks"].get<long long>(),
                 kv["in_use"]["block_tokens"].get<long long>(), kv["in_use"]["bytes_per_token"].get<long long>(),
