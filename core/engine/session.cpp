@@ -148,6 +148,33 @@ void Session::prepare_model() {
   model_ = DecoderModel::load(*folder_, kernels_, threads_.get(), mo, pass_ptrs, &report_);
 }
 
+namespace {
+
+// What a cache tier that outlives the process keys its KV by: the model
+// file (its canonical path, size and modification time) and every choice
+// that shapes its keys and values (the passes with their options, GGUF
+// dequantization, the device). FNV-1a 64; never 0.
+uint64_t model_fingerprint(const std::string& model_file, const EngineConfig& c, Device device) {
+  std::ostringstream id;
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::weakly_canonical(model_file, ec);
+  id << (ec ? model_file : p.string()) << '|' << std::filesystem::file_size(model_file, ec) << '|'
+     << std::filesystem::last_write_time(model_file, ec).time_since_epoch().count() << '|' << c.gguf_dequantize << '|'
+     << static_cast<int>(device);
+  for (const auto& sel : c.passes) {
+    id << '|' << sel.name;
+    for (const auto& [k, v] : sel.options) id << ',' << k << '=' << v.text;
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : id.str()) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h ? h : 1;
+}
+
+}  // namespace
+
 // The KV cache where the attention kernels run, checked against limits.max_kv_mb.
 void Session::create_cache_manager() {
   DecoderModel& m = *model_;
@@ -166,6 +193,7 @@ void Session::create_cache_manager() {
       cc.device = SY_DEVICE_CUDA;
       cc.device_index = device_ ? device_->index() : 0;
     }
+  cc.model_fingerprint = model_fingerprint(folder_->model_file(), config_, cc.device == SY_DEVICE_CUDA ? Device::CUDA : Device::CPU);
   // block_size and budget_bytes are reserved (0): each cache manager takes
   // them as its own options, where the manifest checks them.
   cache_manager_ = std::make_unique<PluginCacheManager>(*cache_->entry, cc, cache_->options, host_.get());

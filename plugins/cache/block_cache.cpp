@@ -33,9 +33,20 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy devi
   }
   refs_.assign(static_cast<size_t>(c.num_blocks), 0);
   for (int64_t b = c.num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+  if (!c.disk_dir.empty()) {
+    if (!c.prefix_caching) throw std::invalid_argument("cache: a disk tier holds prefix-cache blocks: use prefix-caching");
+    if (c.device != SY_DEVICE_CPU) throw std::invalid_argument("cache: the disk tier keeps KV of host-memory caches only");
+    if (c.model_fingerprint == 0) throw std::invalid_argument("cache: the disk tier needs the model's fingerprint (a host of ABI 1.7 or later)");
+    const BlockGeometry g{c.layers, c.kv_heads, c.head_dim, c.element_bytes, c.block_size, c.dtype, c.model_fingerprint};
+    const sy_host_api* h = host_;
+    disk_ = std::make_unique<DiskTier>(c.disk_dir, c.disk_bytes, g, [h](const std::string& m) {
+      if (h && h->log) h->log(SY_LOG_WARNING, m.c_str());
+    });
+  }
 }
 
 BlockCache::~BlockCache() {
+  disk_.reset();  // its queued writes copied their bytes; finish them first
   for (std::byte* p : k_) storage_free(p);
   for (std::byte* p : v_) storage_free(p);
 }
@@ -128,6 +139,31 @@ void BlockCache::copy_block(int32_t from, int32_t to) {
   }
 }
 
+void BlockCache::store_on_disk(int32_t b, uint64_t hash, uint64_t parent_hash, const int32_t* tokens) {
+  const size_t bytes = block_bytes_;
+  std::vector<uint8_t> payload(2 * static_cast<size_t>(c_.layers) * bytes);
+  uint8_t* out = payload.data();
+  for (int32_t l = 0; l < c_.layers; ++l) {
+    std::memcpy(out, k_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, bytes);
+    std::memcpy(out + bytes, v_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, bytes);
+    out += 2 * bytes;
+  }
+  disk_->store(hash, parent_hash, tokens, std::move(payload));
+}
+
+bool BlockCache::load_from_disk(int32_t b, uint64_t hash, uint64_t parent_hash, const int32_t* tokens) {
+  std::vector<uint8_t> payload;
+  if (!disk_->load(hash, parent_hash, tokens, payload)) return false;
+  const size_t bytes = block_bytes_;
+  const uint8_t* in = payload.data();
+  for (int32_t l = 0; l < c_.layers; ++l) {
+    std::memcpy(k_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, in, bytes);
+    std::memcpy(v_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, in + bytes, bytes);
+    in += 2 * bytes;
+  }
+  return true;
+}
+
 bool BlockCache::allocate(uint64_t id, int32_t n) {
   if (n < 0) throw std::invalid_argument("cache: negative token count");
   bool fresh = !seqs_.count(id);
@@ -181,6 +217,31 @@ int32_t BlockCache::match_prefix(uint64_t id, const int32_t* tokens, int32_t n) 
       const Cached& c = cached_.at(it->second);
       if (c.parent == parent && std::equal(c.tokens.begin(), c.tokens.end(), tokens + static_cast<ptrdiff_t>(i) * B)) found = it->second;
     }
+    if (found < 0 && disk_ && disk_->has(hi) && free_blocks() > 0) {
+      // Evicted from RAM (or written by an earlier process): read it back
+      // into a block of its own, findable in RAM again.
+      const int32_t b = take_block();
+      if (!load_from_disk(b, hi, h, tokens + static_cast<ptrdiff_t>(i) * B)) {
+        refs_[static_cast<size_t>(b)] = 0;
+        free_.push_back(b);
+        break;
+      }
+      Cached c;
+      c.hash = hi;
+      c.parent = parent;
+      c.tokens.assign(tokens + static_cast<ptrdiff_t>(i) * B, tokens + static_cast<ptrdiff_t>(i + 1) * B);
+      if (events_wanted_) {
+        const std::vector<int32_t>& t = pending_events_.tokens.emplace_back(c.tokens);
+        pending_events_.events.push_back(sy_cache_event{SY_CACHE_BLOCK_STORED, b, c.parent, B, t.data()});
+      }
+      cached_.emplace(b, std::move(c));
+      by_hash_.emplace(hi, b);
+      disk_hits += B;
+      s.blocks.push_back(b);  // take_block gave it its one reference
+      parent = b;
+      h = hi;
+      continue;
+    }
     if (found < 0) break;
     Cached& c = cached_.at(found);
     if (c.in_lru) {
@@ -224,6 +285,7 @@ void BlockCache::commit(uint64_t id, const int32_t* tokens, int32_t n) {
       cached_.emplace(b, std::move(c));
       by_hash_.emplace(h, b);
     }
+    if (disk_) store_on_disk(b, h, s.last_hash, tokens + static_cast<ptrdiff_t>(i) * B);
     s.last_hash = h;
     s.committed = i + 1;
   }

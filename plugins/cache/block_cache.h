@@ -14,8 +14,11 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+#include <memory>
 
 #include <switchyard/plugin.h>
+
+#include "disk_tier.h"
 
 namespace sy_cache {
 
@@ -33,6 +36,12 @@ struct Config {
   int32_t device = SY_DEVICE_CPU;
   // Bytes per stored element: 4 (float32), 2 (float16 / bfloat16), 1 (int8 / fp8 rows).
   int32_t element_bytes = 4;
+  // The prefix cache's disk tier (disk_tier.h): off when disk_dir is empty.
+  // Files are keyed by the model's fingerprint; dtype is what they hold.
+  std::string disk_dir{};
+  int64_t disk_bytes = 0;
+  uint64_t model_fingerprint = 0;
+  int32_t dtype = 0;
 };
 
 // Copies `bytes` within device memory, in the order of the device's stream.
@@ -62,9 +71,12 @@ class BlockCache {
   const Config& config() const { return c_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size() + lru_.size()); }
   int64_t prefix_queries = 0, prefix_hits = 0;
+  int64_t disk_hits = 0;  // of prefix_hits, tokens read back from the disk tier
   // The blocks made findable (stored) and no longer findable (removed) since
   // the last call, oldest first; valid until the next call.
   const std::vector<sy_cache_event>& take_events();
+  // The disk tier, or null (tests flush it).
+  DiskTier* disk() { return disk_.get(); }
 
  private:
   struct Seq {
@@ -84,6 +96,9 @@ class BlockCache {
   void drop_ref(int32_t block);
   void uncache(int32_t block);
   void copy_block(int32_t from, int32_t to);
+  // The disk tier: a committed block's bytes out, a block's bytes back in.
+  void store_on_disk(int32_t block, uint64_t hash, uint64_t parent_hash, const int32_t* tokens);
+  bool load_from_disk(int32_t block, uint64_t hash, uint64_t parent_hash, const int32_t* tokens);
   Seq& seq(uint64_t id);
   static uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int32_t n);
 
@@ -94,6 +109,7 @@ class BlockCache {
   void storage_free(void* p);
   size_t block_bytes_;
   std::vector<std::byte*> k_, v_;
+  std::unique_ptr<DiskTier> disk_;
   std::vector<int32_t> free_;
   std::vector<int32_t> refs_;
   std::unordered_map<uint64_t, Seq> seqs_;

@@ -3,6 +3,7 @@
 // prompt prefixes). One implementation, BlockCache, with three configurations.
 #include <switchyard/plugin.hpp>
 
+#include <cstddef>
 #include <memory>
 
 #include "block_cache.h"
@@ -67,6 +68,14 @@ class KvCache {
     cfg.window = static_cast<int32_t>(opts.get_int("window"));
     if (cfg.window < 0) throw sy::plugin::Error("window must be >= 0", SY_INVALID_ARGUMENT);
     if (cfg.window > 0 && K == Kind::Contiguous) throw sy::plugin::Error("window needs a paged cache", SY_INVALID_ARGUMENT);
+    cfg.dtype = dtype;
+    if constexpr (K == Kind::Prefix) {
+      cfg.disk_dir = opts.get_string("disk_dir");
+      cfg.disk_bytes = opts.get_int("disk_mb") * 1024 * 1024;
+      if (!cfg.disk_dir.empty() && cfg.disk_bytes <= 0) throw sy::plugin::Error("disk_mb must be positive", SY_INVALID_ARGUMENT);
+      // A host before 1.7 passes no fingerprint (its struct ends earlier).
+      if (c.struct_size >= offsetof(sy_cache_config, model_fingerprint) + sizeof(uint64_t)) cfg.model_fingerprint = c.model_fingerprint;
+    }
     cfg.num_blocks = blocks_for_budget(&c, cfg.block_size, budget_mb, cfg.head_dim * cfg.element_bytes);
     if (K != Kind::Contiguous) {
       const int64_t fixed = opts.get_int("num_blocks");
@@ -105,6 +114,7 @@ class KvCache {
     out.prefix_hits = cache_->prefix_hits;
   }
 
+
  private:
   std::unique_ptr<BlockCache> cache_;
   std::vector<int64_t> dims_;  // [num_blocks, kv_heads, block_size, row elements]
@@ -125,8 +135,12 @@ SY_PLUGIN(builder) {
                                           {option_int("max_seq_len", "1024", "tokens per sequence region"), budget, window, dtype});
   builder.cache<KvCache<Kind::Paged>>("paged", "1.0.0", "fixed-size blocks, free list, block tables, reference counts",
                                      {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window, dtype});
-  builder.cache<KvCache<Kind::Prefix>>("prefix-caching", "1.0.0",
-                                      "paged, with full blocks shared across requests by a hash chained with their "
-                                      "prefix; LRU eviction; copy-on-write",
-                                      {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window, dtype});
+  builder.cache<KvCache<Kind::Prefix>>(
+      "prefix-caching", "1.1.0",
+      "paged, with full blocks shared across requests by a hash chained with their prefix; LRU eviction; copy-on-write; "
+      "optionally a disk tier that keeps blocks past eviction and restarts",
+      {option_int("block_size", "16", "tokens per block"), budget, num_blocks, window, dtype,
+       option_string("disk_dir", "", "directory of the disk tier (empty: none): committed blocks are written there, per model, "
+                                     "and read back when a prompt needs them"),
+       option_int("disk_mb", "4096", "size bound of the disk tier (MiB); least recently used blocks go first")});
 }

@@ -1,6 +1,11 @@
 // The cache managers through the cache ABI: block accounting, prefix reuse
 // verified token by token, LRU eviction, copy-on-write, truncation.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "step_support.h"
 
@@ -14,12 +19,13 @@ struct Cache {
   ComponentRegistry components = ComponentRegistry::with_builtins();
   PluginHost host{kernels, components, &ctx};
   std::unique_ptr<PluginCacheManager> cache;
-  Cache(const std::string& name, int blocks, int block_size = 4) {
+  Cache(const std::string& name, int blocks, int block_size = 4, std::map<std::string, RawOption> extra = {}, uint64_t fingerprint = 0) {
     host.load(SY_CACHE_PLUGIN);
     const auto& e = components.get(ComponentKind::Cache, name, "t");
-    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0, 0};
-    auto opts = OptionValues::validate(
-        e.options, {{"block_size", {std::to_string(block_size), "t"}}, {"num_blocks", {std::to_string(blocks), "t"}}}, e.label());
+    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0, 0, fingerprint};
+    extra["block_size"] = {std::to_string(block_size), "t"};
+    extra["num_blocks"] = {std::to_string(blocks), "t"};
+    auto opts = OptionValues::validate(e.options, extra, e.label());
     cache = std::make_unique<PluginCacheManager>(e, cfg, opts, &ctx);
   }
   // Writes a recognisable value into every slot of seq's blocks.
@@ -76,6 +82,63 @@ TEST(CacheManager, PrefixReuseIsExactAndEvictsLeastRecentlyUsed) {
   EXPECT_EQ(c.cache->match_prefix(5, a), 0);
   auto s = c.cache->stats();
   EXPECT_EQ(s.prefix_hits, 12);
+}
+
+// The prefix cache's disk tier: committed blocks are written per model
+// fingerprint, found by a new cache (a restart) with their bytes, never by
+// another model's cache; a corrupted file is dropped with a logged reason
+// and the match stops before it.
+TEST(CacheManager, DiskTierKeepsBlocksAcrossARestartAndDropsCorruptFiles) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sy-disk-tier-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::map<std::string, RawOption> disk{{"disk_dir", {dir.string(), "t"}}, {"disk_mb", {"16", "t"}}};
+  const auto a = seq_tokens(9);
+  std::vector<float> written;
+  {
+    Cache c("prefix-caching", 6, 4, disk, 42);
+    ASSERT_TRUE(c.cache->allocate(1, 9));
+    for (int32_t b : c.cache->block_table(1))
+      for (int i = 0; i < 8; ++i) c.key_block(b)[i] = static_cast<float>(b * 100 + i);
+    for (int j = 0; j < 2; ++j)
+      for (int i = 0; i < 8; ++i) written.push_back(c.key_block(c.cache->block_table(1)[static_cast<size_t>(j)])[i]);
+    c.cache->commit(1, a.data(), 9);
+    c.cache->release(1);
+  }  // the cache's end waits for its writes
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) files += e.path().extension() == ".kv";
+  EXPECT_EQ(files, 2u);
+  {
+    Cache c("prefix-caching", 6, 4, disk, 42);  // a restart: RAM is empty
+    ASSERT_EQ(c.cache->match_prefix(2, a), 8);
+    for (int j = 0; j < 2; ++j)
+      for (int i = 0; i < 8; ++i)
+        EXPECT_EQ(c.key_block(c.cache->block_table(2)[static_cast<size_t>(j)])[i], written[static_cast<size_t>(j * 8 + i)]);
+    c.cache->release(2);
+  }
+  {
+    Cache other("prefix-caching", 6, 4, disk, 43);  // another model's fingerprint
+    EXPECT_EQ(other.cache->match_prefix(3, a), 0);
+  }
+  // Flip a payload byte of the second block's file.
+  fs::path second;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().extension() == ".kv" && (second.empty() || e.last_write_time() > fs::last_write_time(second))) second = e.path();
+  {
+    std::fstream f(second, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x5a');
+  }
+  Cache c("prefix-caching", 6, 4, disk, 42);
+  testing::internal::CaptureStderr();
+  const int32_t matched = c.cache->match_prefix(4, a);
+  const std::string log = testing::internal::GetCapturedStderr();
+  // Either block may be the one flipped: the match stops at it.
+  EXPECT_LT(matched, 8);
+  EXPECT_NE(log.find("KV disk tier: dropped"), std::string::npos) << log;
+  EXPECT_NE(log.find("checksum mismatch"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(second));
+  fs::remove_all(dir);
 }
 
 TEST(CacheManager, CopyOnWriteAfterForkAndTruncate) {

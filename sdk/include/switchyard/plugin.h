@@ -88,7 +88,8 @@
  *   1.6  structured output that finishes: sy_logits_processor_desc.
  *        set_token_budget (the tokens a constrained request may still emit).
  *   1.7  quantized KV caches: SY_DTYPE_FLOAT8E4M3FN, and the row layout of
- *        SY_DTYPE_INT8 / SY_DTYPE_FLOAT8E4M3FN cache storage (SY_KV_ROW_*).
+ *        SY_DTYPE_INT8 / SY_DTYPE_FLOAT8E4M3FN cache storage (SY_KV_ROW_*);
+ *        sy_cache_config.model_fingerprint (for KV tiers on disk).
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -610,6 +611,11 @@ typedef struct sy_cache_config {
   int64_t budget_bytes; /* reserved: 0. The KV budget is the cache manager's own option. */
   /* ---- 1.2 ---- */
   int32_t device_index; /* which device of that kind (cuda:N) the KV lives on; 0 on the CPU */
+  /* ---- 1.7 ---- */
+  /* Identifies the model (its file and the rewrites that shape its KV): a
+   * cache tier that outlives the process keys what it keeps by it, so KV of
+   * another model is never read back. 0 from hosts before 1.7. */
+  uint64_t model_fingerprint;
 } sy_cache_config;
 
 typedef struct sy_cache_stats {
