@@ -141,6 +141,26 @@ TEST(CacheManager, DiskTierKeepsBlocksAcrossARestartAndDropsCorruptFiles) {
   fs::remove_all(dir);
 }
 
+// A KV dtype the attention kernel of the cache's device cannot read is
+// refused when the cache is made, naming the dtype and the kernel (the CUDA
+// PagedAttention kernel reads float32 KV; no GPU is needed to be refused).
+TEST(CacheManager, AKvDtypeTheKernelCannotReadIsRefusedNamingBoth) {
+  ThreadPool threads{1};
+  HostContext ctx{&threads, nullptr};
+  KernelRegistry kernels = KernelRegistry::with_builtins();
+  ComponentRegistry components = ComponentRegistry::with_builtins();
+  PluginHost host{kernels, components, &ctx};
+  host.load(SY_CACHE_PLUGIN);
+  const auto& e = components.get(ComponentKind::Cache, "paged", "t");
+  for (const char* dtype : {"int8", "fp8", "fp16"}) {
+    sy_cache_config cfg{sizeof(sy_cache_config), 2, 2, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CUDA, 0, 0, 0, 0};
+    auto opts = OptionValues::validate(e.options, {{"dtype", {dtype, "t"}}, {"num_blocks", {"4", "t"}}}, e.label());
+    const std::string msg = test::error_of([&] { PluginCacheManager made(e, cfg, opts, &ctx); });
+    EXPECT_NE(msg.find(std::string("cache dtype '") + dtype + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CUDA PagedAttention kernel"), std::string::npos) << msg;
+  }
+}
+
 TEST(CacheManager, CopyOnWriteAfterForkAndTruncate) {
   Cache c("paged", 8);
   ASSERT_TRUE(c.cache->allocate(1, 6));  // blocks: full + half
