@@ -54,6 +54,9 @@ struct Vec {
     }
     return out;
   }
+  static void halves(const uint16_t* h, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = sy::plugin::f16_to_f32(h[i]);
+  }
 };
 
 #include "attend_impl.inc"
@@ -76,7 +79,9 @@ AttendFn attend_build(const char* name) {
 #if defined(__x86_64__) && defined(SY_ATTEND_X86)
   __builtin_cpu_init();
   if (std::strcmp(name, "avx512") == 0 && __builtin_cpu_supports("avx512f")) return attend_avx512::attend;
-  if (std::strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return attend_avx2::attend;
+  if (std::strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    return attend_avx2::attend;
 #endif
   return nullptr;
 }
