@@ -139,6 +139,19 @@ void BlockCache::copy_block(int32_t from, int32_t to) {
   }
 }
 
+void BlockCache::register_block(int32_t b, uint64_t hash, int32_t parent, const int32_t* tokens) {
+  Cached c;
+  c.hash = hash;
+  c.parent = parent;
+  c.tokens.assign(tokens, tokens + c_.block_size);
+  if (events_wanted_) {
+    const std::vector<int32_t>& t = pending_events_.tokens.emplace_back(c.tokens);
+    pending_events_.events.push_back(sy_cache_event{SY_CACHE_BLOCK_STORED, b, c.parent, c_.block_size, t.data()});
+  }
+  cached_.emplace(b, std::move(c));
+  by_hash_.emplace(hash, b);
+}
+
 void BlockCache::store_on_disk(int32_t b, uint64_t hash, uint64_t parent_hash, const int32_t* tokens) {
   const size_t bytes = block_bytes_;
   std::vector<uint8_t> payload(2 * static_cast<size_t>(c_.layers) * bytes);
@@ -226,16 +239,7 @@ int32_t BlockCache::match_prefix(uint64_t id, const int32_t* tokens, int32_t n) 
         free_.push_back(b);
         break;
       }
-      Cached c;
-      c.hash = hi;
-      c.parent = parent;
-      c.tokens.assign(tokens + static_cast<ptrdiff_t>(i) * B, tokens + static_cast<ptrdiff_t>(i + 1) * B);
-      if (events_wanted_) {
-        const std::vector<int32_t>& t = pending_events_.tokens.emplace_back(c.tokens);
-        pending_events_.events.push_back(sy_cache_event{SY_CACHE_BLOCK_STORED, b, c.parent, B, t.data()});
-      }
-      cached_.emplace(b, std::move(c));
-      by_hash_.emplace(hi, b);
+      register_block(b, hi, parent, tokens + static_cast<ptrdiff_t>(i) * B);
       disk_hits += B;
       s.blocks.push_back(b);  // take_block gave it its one reference
       parent = b;
@@ -273,18 +277,7 @@ void BlockCache::commit(uint64_t id, const int32_t* tokens, int32_t n) {
     int32_t b = s.blocks[static_cast<size_t>(i)];
     if (b < 0) return;  // windowed-out blocks cannot be shared
     uint64_t h = chain_hash(s.last_hash, tokens + static_cast<ptrdiff_t>(i) * B, B);
-    if (!cached_.count(b)) {
-      Cached c;
-      c.hash = h;
-      c.parent = i > 0 ? s.blocks[static_cast<size_t>(i - 1)] : -1;
-      c.tokens.assign(tokens + static_cast<ptrdiff_t>(i) * B, tokens + static_cast<ptrdiff_t>(i + 1) * B);
-      if (events_wanted_) {
-        const std::vector<int32_t>& t = pending_events_.tokens.emplace_back(c.tokens);
-        pending_events_.events.push_back(sy_cache_event{SY_CACHE_BLOCK_STORED, b, c.parent, B, t.data()});
-      }
-      cached_.emplace(b, std::move(c));
-      by_hash_.emplace(h, b);
-    }
+    if (!cached_.count(b)) register_block(b, h, i > 0 ? s.blocks[static_cast<size_t>(i - 1)] : -1, tokens + static_cast<ptrdiff_t>(i) * B);
     if (disk_) store_on_disk(b, h, s.last_hash, tokens + static_cast<ptrdiff_t>(i) * B);
     s.last_hash = h;
     s.committed = i + 1;

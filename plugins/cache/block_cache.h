@@ -96,6 +96,9 @@ class BlockCache {
   void drop_ref(int32_t block);
   void uncache(int32_t block);
   void copy_block(int32_t from, int32_t to);
+  // Makes a full block findable by its chained hash (its parent block, its
+  // tokens), with a STORED event: a block just computed or read from disk.
+  void register_block(int32_t block, uint64_t hash, int32_t parent, const int32_t* tokens);
   // The disk tier: a committed block's bytes out, a block's bytes back in.
   void store_on_disk(int32_t block, uint64_t hash, uint64_t parent_hash, const int32_t* tokens);
   bool load_from_disk(int32_t block, uint64_t hash, uint64_t parent_hash, const int32_t* tokens);

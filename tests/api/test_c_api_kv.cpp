@@ -309,6 +309,37 @@ TEST(CApiKv, ImportRefusesAnotherKvGeometryNamingIt) {
   std::filesystem::remove_all(std::filesystem::path(manifest).parent_path());
 }
 
+// int8 KV rows travel with their scales: an export from a prefix cache of
+// int8 rows (stories260K: 8 codes + a 2-byte scale per row) lets another
+// int8 engine skip the prefill with the output of an int8 engine that
+// computed it, and a float32 engine refuses the blocks, naming the dtype.
+TEST(CApiKv, QuantizedKvRowsExportAndImportWithTheirScales) {
+  const std::string m8 = write_manifest("sy-kv-int8", "{name: prefix-caching, options: {block_size: 16, dtype: int8}}");
+  const std::string single8 = write_manifest("sy-kv-int8-paged", "{name: paged, options: {block_size: 16, dtype: int8}}");
+  Engine prefill(nullptr, m8), decode(nullptr, m8), single(nullptr, single8), f32("prefix");
+  ASSERT_TRUE(prefill.e && decode.e && single.e && f32.e);
+  const std::vector<int32_t> prompt = tokenize(prefill.e, kStory);
+  const size_t full = prompt.size() / 16 * 16;
+  int64_t empty_size = 0, size = 0;
+  ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &empty_size), SY_API_OK);
+  greedy(prefill.e, prompt, 1);
+  ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &size), SY_API_OK) << sy_last_error();
+  // Per block: its tokens, hash, checksum, and 5 layers x keys and values x 4 heads x 16 rows of (8 + 2) bytes.
+  EXPECT_EQ(size - empty_size, static_cast<int64_t>(full / 16) * (16 * 4 + 8 + 8 + 5 * 2 * 4 * 16 * (8 + 2)));
+  std::vector<char> data(static_cast<size_t>(size));
+  ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), data.data(), size, &size), SY_API_OK);
+  int32_t cached = 0;
+  ASSERT_EQ(sy_kv_import(decode.e, data.data(), size, &cached), SY_API_OK) << sy_last_error();
+  EXPECT_EQ(cached, static_cast<int32_t>(full));
+  const Output imported = greedy(decode.e, prompt, 30);
+  EXPECT_GT(imported.cached, 0) << "the decode engine recomputed the prompt";
+  EXPECT_EQ(imported.tokens, greedy(single.e, prompt, 30).tokens);
+  EXPECT_EQ(sy_kv_import(f32.e, data.data(), size, &cached), SY_API_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sy_last_error()).find("dtype"), std::string::npos) << sy_last_error();
+  std::filesystem::remove_all(std::filesystem::path(m8).parent_path());
+  std::filesystem::remove_all(std::filesystem::path(single8).parent_path());
+}
+
 TEST(CApiKv, TeacherForcedLogitsAgreeWithGreedyDecoding) {
   Engine eng("paged");
   ASSERT_TRUE(eng.e);
