@@ -18,22 +18,24 @@ int64_t required_attr(const sy::plugin::NodeRef& n, const char* key, const std::
 
 }  // namespace
 
-QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& n, std::string& name) {
+QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& n, std::string& name, int first, int64_t matrices) {
   const auto& g = n.graph;
   name = g.op_type(n.node) + " '" + g.name(n.node) + "'";
   QuantizedWeight q;
   q.K = required_attr(n, "K", name);
   q.N = required_attr(n, "N", name);
+  if (matrices < 1 || matrices > (int64_t{1} << 16)) throw Error(name + ": bad number of experts", SY_INVALID_ARGUMENT);
   q.bits = static_cast<int>(g.attr_int(n.node, "bits").value_or(4));
   q.block_size = required_attr(n, "block_size", name);
   if (q.bits != 4 && q.bits != 8) throw Error(name + ": bits=" + std::to_string(q.bits) + " (supported: 4, 8)", SY_UNSUPPORTED);
   if (q.K <= 0 || q.N <= 0 || q.block_size <= 0 || (q.block_size * q.bits) % 8 != 0 || q.K > (int64_t{1} << 24) || q.N > (int64_t{1} << 24))
     throw Error(name + ": bad K/N/block_size attributes", SY_INVALID_ARGUMENT);
   q.n_blocks = (q.K + q.block_size - 1) / q.block_size;
+  q.N *= matrices;  // stacked matrices (experts) are read as one of all their rows
   const int32_t inputs = g.input_count(n.node);
-  if (inputs > 4 && g.input(n.node, 4) != SY_NO_VALUE) throw Error(name + ": g_idx (act-order) is not supported", SY_UNSUPPORTED);
-  auto codes = g.constant(g.input(n.node, 1));
-  auto scales = g.constant(inputs > 2 ? g.input(n.node, 2) : SY_NO_VALUE);
+  if (first == 1 && inputs > 4 && g.input(n.node, 4) != SY_NO_VALUE) throw Error(name + ": g_idx (act-order) is not supported", SY_UNSUPPORTED);
+  auto codes = g.constant(g.input(n.node, first));
+  auto scales = g.constant(inputs > first + 1 ? g.input(n.node, first + 1) : SY_NO_VALUE);
   if (!codes || !scales) throw Error(name + ": the quantized weight and its scales must be constant initializers", SY_INVALID_ARGUMENT);
   if (codes->dtype() != SY_DTYPE_UINT8 || codes->numel() != q.N * q.n_blocks * q.blob_bytes())
     throw Error(name + ": B must be uint8 [N, n_blocks, block_size*bits/8] = " + std::to_string(q.N * q.n_blocks * q.blob_bytes()) +
@@ -43,8 +45,8 @@ QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& n, std::string& n
     throw Error(name + ": scales must be float32 with N * n_blocks = " + std::to_string(q.N * q.n_blocks) + " elements", SY_INVALID_ARGUMENT);
   q.codes.assign(codes->data<uint8_t>(), codes->data<uint8_t>() + codes->numel());
   q.scales.assign(scales->data<float>(), scales->data<float>() + scales->numel());
-  if (inputs > 3 && g.input(n.node, 3) != SY_NO_VALUE) {
-    auto zp = g.constant(g.input(n.node, 3));
+  if (inputs > first + 2 && g.input(n.node, first + 2) != SY_NO_VALUE) {
+    auto zp = g.constant(g.input(n.node, first + 2));
     if (zp && zp->dtype() == SY_DTYPE_FLOAT32 && zp->numel() == q.N * q.n_blocks) {
       q.float_zero_points.assign(zp->data<float>(), zp->data<float>() + zp->numel());
       for (float z : q.float_zero_points)

@@ -2,6 +2,8 @@
 // W, and weight-only QDQ (MatMul(A, DequantizeLinear(W8, scale, zp))), become
 // one quantized matmul node per weight. Options pick the scheme, per node
 // name pattern: skip the LM head, int8 for attention, int4 elsewhere, ...
+// switchyard::ExpertMatMul (the moe plugin's fuse-experts, which must run
+// first) becomes ExpertMatMulNBits, every expert in the node's scheme.
 // Sibling matmuls (one input, one format: q/k/v, gate/up) become one node
 // over their concatenated rows and a Split (fuse_siblings): every output
 // row is computed as it was, and a decode step has three fewer parallel
@@ -144,7 +146,8 @@ void emit_siblings(GraphRef& g, const std::vector<const Rewrite*>& group) {
     q.zero_points.insert(q.zero_points.end(), s.zero_points.begin(), s.zero_points.end());
     q.float_zero_points.insert(q.float_zero_points.end(), s.float_zero_points.begin(), s.float_zero_points.end());
     parts.push_back(s.N);
-    base += "+" + g.name(group[i]->node);
+    base.push_back('+');
+    base += g.name(group[i]->node);
   }
   const sy_value_id joined = emit_node(g, fused, base);
   std::vector<sy_value_id> inputs{joined};
@@ -213,15 +216,80 @@ std::optional<QuantizedWeight> qdq_weight(const GraphRef& g, sy_value_id b, std:
   return q;
 }
 
+// Rows of `part` appended to `all` (MatMulNBits' layout is row-major in N).
+void append_rows(QuantizedWeight& all, const QuantizedWeight& part) {
+  if (all.N == 0) {
+    all = part;
+    return;
+  }
+  all.N += part.N;
+  all.codes.insert(all.codes.end(), part.codes.begin(), part.codes.end());
+  all.scales.insert(all.scales.end(), part.scales.begin(), part.scales.end());
+  all.zero_points.insert(all.zero_points.end(), part.zero_points.begin(), part.zero_points.end());
+  all.float_zero_points.insert(all.float_zero_points.end(), part.float_zero_points.begin(), part.float_zero_points.end());
+}
+
+// switchyard::ExpertMatMul(x, experts, weight [E, ., .]) with a constant
+// weight becomes ExpertMatMulNBits: each expert quantized as the matrix it
+// multiplies by ([K, N], MatMul's B), the experts' rows stacked.
+bool quantize_experts(GraphRef& g, sy_node_id n, const QuantSpec& spec, int64_t& bytes_before, int64_t& bytes_after) {
+  auto w = g.constant(g.input(n, 2));
+  if (!w || w->dtype() != SY_DTYPE_FLOAT32 || w->rank() != 3) return false;
+  const bool columns = g.attr_int(n, "columns").value_or(0) != 0;
+  const int64_t E = w->dim(0), K = columns ? w->dim(2) : w->dim(1), N = columns ? w->dim(1) : w->dim(2);
+  QuantizedWeight all;
+  std::vector<float> we(static_cast<size_t>(K * N));
+  for (int64_t e = 0; e < E; ++e) {
+    const float* src = w->data<float>() + e * K * N;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < N; ++c) we[static_cast<size_t>(k * N + c)] = columns ? src[c * K + k] : src[k * N + c];
+    try {
+      append_rows(all, quantize(we.data(), K, N, spec));
+    } catch (const std::exception& ex) {
+      throw Error("quantize: node '" + g.name(n) + "', expert " + std::to_string(e) + ": " + ex.what(), SY_INVALID_ARGUMENT);
+    }
+  }
+  const std::string base = g.name(n);
+  sy_value_id codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {all.N, all.n_blocks, all.blob_bytes()}, all.codes.data());
+  sy_value_id scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {all.N * all.n_blocks}, all.scales.data());
+  sy_value_id zp = !all.float_zero_points.empty()
+                       ? g.add_constant(base + "_zero_points", SY_DTYPE_FLOAT32, {static_cast<int64_t>(all.float_zero_points.size())},
+                                        all.float_zero_points.data())
+                   : all.zero_points.empty()
+                       ? SY_NO_VALUE
+                       : g.add_constant(base + "_zero_points", SY_DTYPE_UINT8, {static_cast<int64_t>(all.zero_points.size())},
+                                        all.zero_points.data());
+  std::vector<sy_value_id> out;
+  sy_node_id q = g.add_node(kDomain, kExpertOp, base + "_q" + std::to_string(all.bits), {g.input(n, 0), g.input(n, 1), codes, scales, zp}, out);
+  g.set_attr(q, "K", K);
+  g.set_attr(q, "N", N);
+  g.set_attr(q, "bits", int64_t{all.bits});
+  g.set_attr(q, "block_size", all.block_size);
+  g.set_attr(q, "experts", E);
+  g.set_attr(q, "columns", int64_t{columns});
+  g.set_type(out[0], SY_DTYPE_FLOAT32, g.value_shape(g.output(n, 0)));
+  g.replace_all_uses(g.output(n, 0), out[0]);
+  g.remove_node(n);
+  bytes_before += E * K * N * 4;
+  bytes_after += static_cast<int64_t>(all.codes.size() + all.scales.size() * 4 + all.zero_points.size() + all.float_zero_points.size() * 4);
+  return true;
+}
+
 }  // namespace
 
 bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
   SchemeTable table(options);
-  int quantized = 0, from_qdq = 0, kept = 0;
+  int quantized = 0, from_qdq = 0, kept = 0, experts = 0;
   int64_t bytes_before = 0, bytes_after = 0;
   std::vector<Rewrite> rewrites;  // emitted after the scan, siblings together
   const int32_t count = g.node_count();
   for (sy_node_id n = 0; n < count; ++n) {
+    if (g.is(n, "ExpertMatMul", kDomain)) {
+      auto spec = table.lookup(g.name(n), g.value_name(g.input(n, 2)));
+      if (!spec) ++kept;
+      else if (quantize_experts(g, n, *spec, bytes_before, bytes_after)) ++experts;
+      continue;
+    }
     const bool matmul = g.is(n, "MatMul"), gemm = g.is(n, "Gemm");
     if (!matmul && !gemm) continue;
     Rewrite r{n, g.input(n, 0), g.output(n, 0), {}, {}};
@@ -306,14 +374,14 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
     for (const Rewrite* r : alone) emit(g, *r);
   }
   std::ostringstream msg;
-  msg << "quantize: " << quantized << " weights quantized, " << from_qdq << " QDQ weights mapped, " << kept
+  msg << "quantize: " << quantized << " weights quantized, " << experts << " expert stacks, " << from_qdq << " QDQ weights mapped, " << kept
       << " kept in fp32 by rule; weight bytes " << bytes_before << " -> " << bytes_after << "; " << fused
       << " siblings joined";
   sy::plugin::log(SY_LOG_INFO, msg.str());
   // Re-quantized weights change the outputs by design (eval measures by how
   // much); weights mapped from QDQ keep their values and stay probed.
-  if (quantized > 0) g.mark_approximate(std::to_string(quantized) + " weights quantized");
-  return quantized + from_qdq > 0;
+  if (quantized + experts > 0) g.mark_approximate(std::to_string(quantized + experts) + " weights quantized");
+  return quantized + from_qdq + experts > 0;
 }
 
 }  // namespace sy_quant

@@ -24,7 +24,33 @@ struct QuantizePass {
 // Inputs: A [..., K], B codes, scales, zero_points (optional), g_idx (must be
 // absent), bias [N] (optional). Attributes K, N, bits, block_size.
 // The node's attributes and constant inputs, checked; `name` receives "Op 'node'" for messages.
-QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& node, std::string& name);
+// `first` is the codes' input index; `matrices` stacked weights of N rows
+// each (ExpertMatMulNBits) come back as one weight of matrices * N rows.
+QuantizedWeight read_quantized_node(const sy::plugin::NodeRef& node, std::string& name, int first = 1, int64_t matrices = 1);
+// Rows [first_row, first_row + rows) of q as a weight of its own.
+QuantizedWeight slice_rows(const QuantizedWeight& q, int64_t first_row, int64_t rows);
+
+// Quantized experts, from the quantize pass on switchyard::ExpertMatMul:
+//   switchyard::ExpertMatMulNBits(x, experts, codes, scales, zero_points?)
+//   {K, N, bits, block_size, experts, columns}
+// codes/scales/zero_points are MatMulNBits' layout over experts * N rows
+// (expert e's output channels are rows e*N .. e*N+N-1, each expert's
+// matrix as MatMul's B [K, N] transposed); x, experts, columns and the
+// result as ExpertMatMul's (plugins/moe/moe_plugin.h).
+constexpr const char* kExpertOp = "ExpertMatMulNBits";
+
+class ExpertQMatMulKernel {
+ public:
+  explicit ExpertQMatMulKernel(const sy::plugin::NodeRef& node);
+  void compute(sy::plugin::KernelIO& io);
+
+ private:
+  std::string name_;
+  bool columns_;
+  std::vector<PackedMatrix> experts_;
+  Isa isa_;
+  std::vector<float> scratch_;
+};
 // The optional bias input (index 5), checked against N; null when absent.
 const float* read_bias(sy::plugin::KernelIO& io, int64_t N, const std::string& name);
 
