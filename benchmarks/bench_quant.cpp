@@ -8,6 +8,8 @@
 // within one run.
 //   bench_quant --model /tmp/synth-110m.onnx [--schemes fp32,int8,int4] [--decode 32] [--prefill 128]
 //               [--no-fuse-pointwise]   (leave RMSNorm, SiLU*up and rotary as the export's nodes)
+//               [--no-fuse-experts]     (leave a mixture of experts' gathered expert matmuls as exported:
+//                                        fp32, whatever the scheme)
 //               [--quantize-option KEY=VALUE]...   (more options of the quantize pass, e.g. fuse_siblings=false)
 #include <algorithm>
 #include <cstdio>
@@ -42,10 +44,11 @@ Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
 int main(int argc, char** argv) {
   std::string model, out = "bench-quant.json", schemes_arg = "fp32,int8,int4";
   int decode = 32, prefill = 128, threads = 2;
-  bool fuse_pointwise = true;
+  bool fuse_pointwise = true, fuse_experts = true;
   std::vector<std::pair<std::string, std::string>> quantize_options;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--no-fuse-pointwise")) fuse_pointwise = false;
+    if (!std::strcmp(argv[i], "--no-fuse-experts")) fuse_experts = false;
     if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--model")) model = argv[++i];
     else if (!std::strcmp(argv[i], "--out")) out = argv[++i];
@@ -85,6 +88,13 @@ int main(int argc, char** argv) {
       q.options["scheme"] = sy::RawOption{scheme, "bench"};
       for (const auto& [k, v] : quantize_options) q.options[k] = sy::RawOption{v, "bench: --quantize-option"};
       cfg.passes.insert(cfg.passes.begin(), q);
+    }
+    // A mixture of experts' gathered expert matmuls as one grouped op
+    // (plugins/moe), before quantize so the experts are quantized too; a
+    // no-op on dense models.
+    if (fuse_experts) {
+      cfg.plugins.push_back(sy::PluginSpec{SY_MOE_PLUGIN, std::nullopt, "bench"});
+      cfg.passes.insert(cfg.passes.begin(), sy::ComponentSelection{"fuse-experts", {}, "bench"});
     }
     if (fuse_pointwise) {
       // Exact, so its place among the passes does not matter; first, as in

@@ -46,8 +46,27 @@ inline bool half_valued(const Tensor& t) {
   return true;
 }
 
+// A mixture of experts' expert ops (switchyard::ExpertMatMul and
+// ExpertMatMulNBits, plugins/moe) read, per token, the experts it selects:
+// k of E matrices of each stack, k being the K of the TopK whose indices
+// the op reads (followed up through reshapes). 0 when there is none.
+inline int64_t experts_per_token(const Graph& g, const std::vector<NodeId>& producers, ValueId v) {
+  for (int hops = 0; hops < 8 && v != kNoValue; ++hops) {
+    const NodeId p = producers[static_cast<size_t>(v)];
+    if (p < 0) return 0;
+    const Node& n = g.nodes[static_cast<size_t>(p)];
+    if (n.op_type == "TopK" && n.inputs.size() > 1 && g.values[static_cast<size_t>(n.inputs[1])].constant)
+      return g.values[static_cast<size_t>(n.inputs[1])].constant->data<int64_t>()[0];
+    if (n.op_type != "Reshape" && n.op_type != "Unsqueeze" && n.op_type != "Squeeze" && n.op_type != "Flatten" && n.op_type != "Cast")
+      return 0;
+    v = n.inputs[0];
+  }
+  return 0;
+}
+
 inline int64_t weight_bytes_per_token(const Executor& ex) {
   const Graph& g = ex.graph();
+  const std::vector<NodeId> producers = g.producers();
   std::set<std::string> half_weight_nodes;
   for (const auto& p : ex.placements())
     if (p.device == Device::CUDA && p.provider == "builtin" && (p.op == "MatMul" || p.op == "Gemm")) half_weight_nodes.insert(p.node);
@@ -61,7 +80,15 @@ inline int64_t weight_bytes_per_token(const Executor& ex) {
       const Tensor& c = *g.values[static_cast<size_t>(v)].constant;
       const int64_t b = static_cast<int64_t>(c.bytes());
       const bool quantized = n.op_type == SY_OP_QMATMUL || n.op_type == SY_ORT_OP_MATMUL_NBITS;
-      streamed[v] = std::max(streamed[v], (half && i == 1) || (quantized && i == 2 && half_valued(c)) ? b / 2 : b);
+      const bool experts = n.op_type == "ExpertMatMul" || n.op_type == "ExpertMatMulNBits";
+      const bool scales = (quantized && i == 2) || (n.op_type == "ExpertMatMulNBits" && i == 3);  // codes come first
+      int64_t read = (half && i == 1) || (scales && half_valued(c)) ? b / 2 : b;
+      if (experts && i >= 2) {
+        const int64_t k = experts_per_token(g, producers, n.inputs[1]);
+        const int64_t E = n.op_type == "ExpertMatMul" ? c.shape()[0] : std::get<int64_t>(n.attrs.at("experts"));
+        if (k > 0 && E > 0) read = read * std::min(k, E) / E;
+      }
+      streamed[v] = std::max(streamed[v], read);
     }
   }
   int64_t bytes = 0;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes a Llama GGUF file (llama.cpp's format) with random fp32 weights in
-the shape of a `switchyard synth` preset, for the peer benchmark: the same
+the shape of a `switchyard synth` preset (its mixture-of-experts presets
+as Llama with expert tensors, Mixtral's form), for the peer benchmark: the same
 architecture and sizes for both engines, so their tokens/s compare.
 
 The shape comes from `switchyard synth --help` (one table of presets, in
@@ -21,12 +22,14 @@ import gguf
 
 def preset_shape(switchyard, preset):
     usage = subprocess.run([switchyard, "synth", "--help"], capture_output=True, text=True, check=True).stdout
-    pattern = (re.escape(preset) + r": dim (\d+), (\d+) layers, (\d+) heads \((\d+) kv\), ffn (\d+), vocab (\d+)")
+    pattern = (re.escape(preset) + r": dim (\d+), (\d+) layers, (\d+) heads \((\d+) kv\), ffn (\d+), vocab (\d+)"
+               r"(?:, experts (\d+) \(top (\d+)\))?")
     m = re.search(pattern, usage)
     if not m:
         sys.exit(f"make_gguf: no preset '{preset}' in `{switchyard} synth --help`")
-    dim, layers, heads, kv_heads, hidden, vocab = map(int, m.groups())
-    return dict(dim=dim, layers=layers, heads=heads, kv_heads=kv_heads, hidden=hidden, vocab=vocab)
+    dim, layers, heads, kv_heads, hidden, vocab, experts, used = (int(g or 0) for g in m.groups())
+    return dict(dim=dim, layers=layers, heads=heads, kv_heads=kv_heads, hidden=hidden, vocab=vocab, experts=experts,
+                experts_used=used)
 
 
 def main():
@@ -56,6 +59,11 @@ def main():
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_dimension_count(head_dim)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if s["experts"]:
+        # llama.cpp's Llama architecture with experts (Mixtral's form):
+        # softmax gating, the top experts_used renormalised, as synth's.
+        w.add_expert_count(s["experts"])
+        w.add_expert_used_count(s["experts_used"])
 
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
@@ -78,9 +86,17 @@ def main():
         w.add_tensor(p + "attn_v.weight", weight(kv_heads * head_dim, dim))
         w.add_tensor(p + "attn_output.weight", weight(dim, dim))
         w.add_tensor(p + "ffn_norm.weight", ones)
-        w.add_tensor(p + "ffn_gate.weight", weight(hidden, dim))
-        w.add_tensor(p + "ffn_up.weight", weight(hidden, dim))
-        w.add_tensor(p + "ffn_down.weight", weight(dim, hidden))
+        if s["experts"]:
+            E = s["experts"]
+            w.add_tensor(p + "ffn_gate_inp.weight", weight(E, dim))
+            # numpy (E, out, in): GGUF ne = [in, out, E]
+            w.add_tensor(p + "ffn_gate_exps.weight", np.stack([weight(hidden, dim) for _ in range(E)]))
+            w.add_tensor(p + "ffn_up_exps.weight", np.stack([weight(hidden, dim) for _ in range(E)]))
+            w.add_tensor(p + "ffn_down_exps.weight", np.stack([weight(dim, hidden) for _ in range(E)]))
+        else:
+            w.add_tensor(p + "ffn_gate.weight", weight(hidden, dim))
+            w.add_tensor(p + "ffn_up.weight", weight(hidden, dim))
+            w.add_tensor(p + "ffn_down.weight", weight(dim, hidden))
     w.add_tensor("output_norm.weight", ones)
     # An untied LM head whatever the preset: both engines then read a
     # [vocab, dim] classifier per token (Switchyard's tied presets read the

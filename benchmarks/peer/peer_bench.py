@@ -8,6 +8,10 @@ flips every round) so drift on a shared machine hits both; medians over the
 rounds, ratios within them. Decode MBU for both: the weight bytes one token
 reads over the memory-read bandwidth bench_quant measures next to its run.
 
+A mixture-of-experts preset (moe-small, qwen3-30b-a3b-2l) is Llama with
+expert tensors for llama.cpp; both engines' decode MBU counts the weights
+of the experts a token selects, not the whole stack.
+
 Both engines hold their weights in anonymous memory (llama.cpp with
 --load-mode none, the newer spelling of -mmp 0). Both quantize every
 matrix the same way (llama-quantize --pure: no Q6_K head).
@@ -150,7 +154,12 @@ def main():
                 # llama.cpp reads its whole model per token but for the token
                 # embedding table, of which it reads one row.
                 shape = preset_shape(os.path.join(a.build, "switchyard"), preset)
-                embd_bytes = shape["vocab"] * shape["dim"] * {"fp32": 4.0, "int8": 34 / 32, "int4": 18 / 32}[precision]
+                bpw = {"fp32": 4.0, "int8": 34 / 32, "int4": 18 / 32}[precision]
+                embd_bytes = shape["vocab"] * shape["dim"] * bpw
+                if shape["experts"]:
+                    # ... and of a mixture of experts, the experts each token selects.
+                    unused = shape["experts"] - shape["experts_used"]
+                    embd_bytes += shape["layers"] * unused * 3 * shape["dim"] * shape["hidden"] * bpw
                 row = {"preset": preset, "precision": precision, "peer_type": PEER_TYPE[precision] or "F32", "threads": threads,
                        "switchyard_decode_tps": med(sy, "decode_tps"), "llama_cpp_decode_tps": med(lc, "decode_tps"),
                        "switchyard_prefill_tps": med(sy, "prefill_tps"), "llama_cpp_prefill_tps": med(lc, "prefill_tps"),

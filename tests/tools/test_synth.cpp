@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "step_support.h"
+#include "manifest/manifest.h"
 #include "synth/synth_model.h"
 
 namespace sy {
@@ -41,6 +42,38 @@ TEST(Synth, OnnxRuntimeAgreesAndEveryModeRunsIt) {
   r.max_tokens = 20;
   r.stop_at_eos = false;
   EXPECT_EQ(paged->generate({r})[0].tokens, baseline->generate({r})[0].tokens);
+}
+
+// The mixture-of-experts presets: ONNX Runtime agrees with the graph as
+// exported, and the default manifest's paged mode (experts fused by
+// fuse-experts) gives the same greedy tokens.
+TEST(Synth, MixtureOfExpertsPresetRunsAsExportedAndFused) {
+  test::TempDir dir;
+  std::string path = (dir.path / "moe.onnx").string();
+  write_synth_model(synth_preset("moe-tiny"), path, 3);
+  EngineConfig base;
+  base.model = path;
+  auto baseline = Session::create(base);
+  std::vector<int> prompt = {1, 2, 3, 400, 17, 99, 250};
+  auto ours = baseline->last_logits(prompt);
+  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + path +
+                                       " 1,2,3,400,17,99,250"))["last_logits"].get<std::vector<float>>();
+  ASSERT_EQ(ours.size(), ort.size());
+  for (size_t i = 0; i < ours.size(); ++i) ASSERT_NEAR(ours[i], ort[i], 1e-4) << i;
+  ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
+  EngineConfig cfg = Manifest::load(SY_DEFAULT_MANIFEST).resolve("paged");
+  cfg.model = path;
+  auto paged = Session::create(cfg);
+  int fused = 0;
+  for (const auto& p : paged->model().executor().placements()) fused += p.op == "switchyard::ExpertMatMul";
+  EXPECT_EQ(fused, 6);  // gate, up and down in each of the 2 layers
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = 20;
+  r.stop_at_eos = false;
+  EXPECT_EQ(paged->generate({r})[0].tokens, baseline->generate({r})[0].tokens);
+  const SynthConfig& small = synth_preset("moe-small");
+  EXPECT_EQ(synth_parameter_count(small) - synth_active_parameter_count(small), small.layers * 14 * 3 * small.dim * small.hidden);
 }
 
 TEST(Synth, PresetsAndErrors) {

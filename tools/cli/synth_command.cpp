@@ -24,7 +24,10 @@ int cmd_synth(const std::vector<std::string>& args) {
   usage << "usage: switchyard synth --preset NAME --out model.onnx [--seed S]\npresets:\n";
   for (const auto& p : synth_presets())
     usage << "  " << p.name << ": dim " << p.dim << ", " << p.layers << " layers, " << p.heads << " heads (" << p.kv_heads
-          << " kv), ffn " << p.hidden << ", vocab " << p.vocab << ", " << synth_parameter_count(p) / 1000000 << "M parameters\n";
+          << " kv), ffn " << p.hidden << ", vocab " << p.vocab
+          << (p.experts ? ", experts " + std::to_string(p.experts) + " (top " + std::to_string(p.experts_per_token) + ")" : std::string())
+          << ", " << synth_parameter_count(p) / 1000000 << "M parameters"
+          << (p.experts ? " (" + std::to_string(synth_active_parameter_count(p) / 1000000) + "M active)" : std::string()) << "\n";
   auto parsed = parse(args, d, usage.str().c_str());
   if (parsed.help) return 0;
   SynthConfig c = synth_preset(preset);

@@ -13,12 +13,17 @@ namespace sy {
 
 const std::vector<SynthConfig>& synth_presets() {
   static const std::vector<SynthConfig> presets = {
-      {"tiny", 64, 2, 4, 2, 128, 512, 2048, false},
-      {"15m", 288, 6, 6, 6, 768, 32000, 2048, true},
-      {"42m", 512, 8, 8, 8, 1376, 32000, 2048, true},
-      {"110m", 768, 12, 12, 12, 2048, 32000, 2048, true},
-      {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, false},
-      {"llama3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, false},
+      {"tiny", 64, 2, 4, 2, 128, 512, 2048, false, 0, 0},
+      {"15m", 288, 6, 6, 6, 768, 32000, 2048, true, 0, 0},
+      {"42m", 512, 8, 8, 8, 1376, 32000, 2048, true, 0, 0},
+      {"110m", 768, 12, 12, 12, 2048, 32000, 2048, true, 0, 0},
+      {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, false, 0, 0},
+      {"llama3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, false, 0, 0},
+      {"moe-tiny", 64, 2, 4, 2, 32, 512, 2048, false, 4, 2},
+      {"moe-small", 512, 8, 8, 2, 1024, 32000, 2048, true, 16, 2},
+      // Qwen3-30B-A3B's layer: 128 experts of width 768, 8 per token, on a
+      // 2048-wide residual with 32 query and 4 KV heads; two layers of its 48.
+      {"qwen3-30b-a3b-2l", 2048, 2, 32, 4, 768, 151936, 4096, false, 128, 8},
   };
   return presets;
 }
@@ -32,10 +37,22 @@ const SynthConfig& synth_preset(const std::string& name) {
   throw Error(os.str());
 }
 
-int64_t synth_parameter_count(const SynthConfig& c) {
+namespace {
+
+int64_t parameters(const SynthConfig& c, int64_t experts_counted) {
   int64_t hd = c.dim / c.heads, kv = c.kv_heads * hd;
-  int64_t per_layer = 2 * c.dim + c.dim * c.dim * 2 + 2 * c.dim * kv + 3 * c.dim * c.hidden;
+  int64_t mlp = c.experts > 0 ? c.dim * c.experts + experts_counted * 3 * c.dim * c.hidden : 3 * c.dim * c.hidden;
+  int64_t per_layer = 2 * c.dim + c.dim * c.dim * 2 + 2 * c.dim * kv + mlp;
   return c.vocab * c.dim * (c.tied_classifier ? 1 : 2) + c.layers * per_layer + c.dim;
+}
+
+}  // namespace
+
+int64_t synth_parameter_count(const SynthConfig& c) { return parameters(c, c.experts); }
+
+int64_t synth_active_parameter_count(const SynthConfig& c) {
+  // The embedding table is read one row a token; a tied one is the head too.
+  return parameters(c, c.experts_per_token) - (c.tied_classifier ? 0 : c.vocab * c.dim);
 }
 
 namespace {
@@ -253,6 +270,44 @@ void write_synth_model(const SynthConfig& c, const std::string& path, uint64_t s
     return b.node("Reshape", {e, b.ints(p + "/shape2", {0, H, -1, D})}, p + "/Reshape");
   };
   const float fan_in = 1.f / std::sqrt(static_cast<float>(c.dim));
+  // The mixture of experts as transformers' batched experts export it:
+  // softmax router, TopK, weights renormalised; every (token, choice)
+  // entry gathers its expert's matrices and multiplies ([entries, 1, dim]
+  // rows); the weighted results summed over the choices.
+  auto experts = [&](const std::string& h, const std::string& p, const std::string& w, float in_std, float out_std) {
+    const int64_t E = c.experts, k = c.experts_per_token, I = c.hidden;
+    std::string router = b.node("MatMul", {h, b.random(w + ".router", {c.dim, E}, 0.f, in_std)}, p + "/router/MatMul");
+    std::string probs = b.node("Softmax", {router}, p + "/router/Softmax");
+    b.attr_int("axis", -1);
+    std::vector<std::string> top;
+    b.node("TopK", {probs, b.ints(p + "/k", {k})}, p + "/router/TopK", 2, &top);
+    b.attr_int("axis", -1);
+    std::string sum = b.node("ReduceSum", {top[0], b.ints(p + "/last", {-1})}, p + "/router/ReduceSum");
+    b.attr_int("keepdims", 1);
+    std::string weights = b.node("Div", {top[0], sum}, p + "/router/Div");
+    std::string idx = b.node("Reshape", {top[1], b.ints(p + "/flat", {-1})}, p + "/experts/Reshape_idx");
+    std::string rows = b.node("Unsqueeze", {h, b.ints(p + "/ax2", {2})}, p + "/experts/Unsqueeze");
+    rows = b.node("Expand", {rows, b.ints(p + "/choices", {1, 1, k, 1})}, p + "/experts/Expand");
+    rows = b.node("Reshape", {rows, b.ints(p + "/rows", {-1, 1, c.dim})}, p + "/experts/Reshape_rows");
+    auto expert_matmul = [&](const std::string& in, const std::string& name, int64_t K, int64_t N, float std_dev) {
+      std::string gathered = b.node("Gather", {b.random(w + ".experts." + name, {E, K, N}, 0.f, std_dev), idx}, p + "/experts/" + name + "/Gather");
+      b.attr_int("axis", 0);
+      return b.node("MatMul", {in, gathered}, p + "/experts/" + name + "/MatMul");
+    };
+    std::string gate = expert_matmul(rows, "gate", c.dim, I, in_std);
+    std::string up = expert_matmul(rows, "up", c.dim, I, in_std);
+    std::string act = b.node("Mul", {b.node("Mul", {gate, b.node("Sigmoid", {gate}, p + "/experts/Sigmoid")}, p + "/experts/Mul_silu"), up},
+                             p + "/experts/Mul_gate");
+    std::string down = expert_matmul(act, "down", I, c.dim, out_std);
+    std::string scaled = b.node("Mul", {down, b.node("Reshape", {weights, b.ints(p + "/wshape", {-1, 1, 1})}, p + "/experts/Reshape_w")},
+                                p + "/experts/Mul_w");
+    std::string shape = b.node("Concat", {b.node("Shape", {top[1]}, p + "/experts/Shape"), b.ints(p + "/dim", {c.dim})}, p + "/experts/Concat");
+    b.attr_int("axis", 0);
+    std::string per_choice = b.node("Reshape", {scaled, shape}, p + "/experts/Reshape_out");
+    std::string y = b.node("ReduceSum", {per_choice, b.ints(p + "/ax2r", {2})}, p + "/experts/ReduceSum");
+    b.attr_int("keepdims", 0);
+    return y;
+  };
   for (int64_t l = 0; l < c.layers; ++l) {
     std::string p = "/layers." + std::to_string(l), w = "layers." + std::to_string(l);
     std::string h = rmsnorm(x, b.random(w + ".attn_norm.weight", {c.dim}, 1.f, 0.1f), p + "/attn_norm");
@@ -284,12 +339,14 @@ void write_synth_model(const SynthConfig& c, const std::string& path, uint64_t s
     attn = b.node("MatMul", {attn, b.random(w + ".wo", {H * D, c.dim}, 0.f, out_std)}, p + "/wo/MatMul");
     x = b.node("Add", {x, attn}, p + "/Add");
     std::string h2 = rmsnorm(x, b.random(w + ".ffn_norm.weight", {c.dim}, 1.f, 0.1f), p + "/ffn_norm");
-    std::string a = b.node("MatMul", {h2, b.random(w + ".w1", {c.dim, c.hidden}, 0.f, fan_in)}, p + "/w1/MatMul");
-    std::string silu = b.node("Mul", {a, b.node("Sigmoid", {a}, p + "/Sigmoid")}, p + "/Mul_silu");
-    std::string g = b.node("MatMul", {h2, b.random(w + ".w3", {c.dim, c.hidden}, 0.f, fan_in)}, p + "/w3/MatMul");
-    std::string m = b.node("Mul", {silu, g}, p + "/Mul_gate");
     float down_std = 1.f / std::sqrt(static_cast<float>(c.hidden)) / std::sqrt(2.f * static_cast<float>(c.layers));
-    std::string y = b.node("MatMul", {m, b.random(w + ".w2", {c.hidden, c.dim}, 0.f, down_std)}, p + "/w2/MatMul");
+    std::string y = c.experts > 0 ? experts(h2, p + "/mlp", w, fan_in, down_std) : [&] {
+      std::string a = b.node("MatMul", {h2, b.random(w + ".w1", {c.dim, c.hidden}, 0.f, fan_in)}, p + "/w1/MatMul");
+      std::string silu = b.node("Mul", {a, b.node("Sigmoid", {a}, p + "/Sigmoid")}, p + "/Mul_silu");
+      std::string g = b.node("MatMul", {h2, b.random(w + ".w3", {c.dim, c.hidden}, 0.f, fan_in)}, p + "/w3/MatMul");
+      std::string m = b.node("Mul", {silu, g}, p + "/Mul_gate");
+      return b.node("MatMul", {m, b.random(w + ".w2", {c.hidden, c.dim}, 0.f, down_std)}, p + "/w2/MatMul");
+    }();
     x = b.node("Add", {x, y}, p + "/Add_1");
   }
   x = rmsnorm(x, b.random("norm.weight", {c.dim}, 1.f, 0.1f), "/norm");
