@@ -21,11 +21,11 @@ SHARED=${SWITCHYARD_SHARED_DIR:-../shared}
 bundle() {
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSWITCHYARD_CUDA=ON -DSWITCHYARD_SHARED_DIR="$(realpath "$SHARED")" >/dev/null
   cmake --build build-gpu -j"${JOBS:-2}" --target switchyard test_gpu bench_device \
-    switchyard_attention switchyard_cache switchyard_quantize switchyard_fused
+    switchyard_attention switchyard_cache switchyard_quantize switchyard_fused switchyard_moe
   rm -rf "$BUNDLE"
-  mkdir -p "$BUNDLE"/{bin,lib,shared/models} "$BUNDLE"/plugins/{attention,cache,quantize,fused}
+  mkdir -p "$BUNDLE"/{bin,lib,shared/models} "$BUNDLE"/plugins/{attention,cache,quantize,fused,moe}
   cp build-gpu/switchyard build-gpu/tests/test_gpu build-gpu/benchmarks/bench_device "$BUNDLE/bin/"
-  for p in attention cache quantize fused; do cp "build-gpu/plugins/$p/libswitchyard_$p.so" "$BUNDLE/plugins/$p/"; done
+  for p in attention cache quantize fused moe; do cp "build-gpu/plugins/$p/libswitchyard_$p.so" "$BUNDLE/plugins/$p/"; done
   strip "$BUNDLE"/bin/* "$BUNDLE"/plugins/*/*.so
   # The libraries they link that a stock CUDA image lacks; CUDA's own and the
   # C/C++ runtimes come from the GPU machine.

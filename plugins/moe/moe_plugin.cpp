@@ -8,4 +8,8 @@ SY_PLUGIN(builder) {
                                          "selected expert once for all the step's tokens that chose it",
                                          {});
   builder.kernel<sy_moe::ExpertMatMulKernel>({"expert_matmul_f32", "1.0.0", sy_moe::kDomain, sy_moe::kOp, SY_DEVICE_CPU, {SY_DTYPE_FLOAT32}});
+#ifdef SWITCHYARD_HAS_CUDA
+  builder.kernel<sy_moe::ExpertMatMulCudaKernel>(
+      {"expert_matmul_cuda_f32", "1.0.0", sy_moe::kDomain, sy_moe::kOp, SY_DEVICE_CUDA, {SY_DTYPE_FLOAT32}});
+#endif
 }

@@ -63,4 +63,19 @@ class ExpertMatMulKernel {
   std::vector<float> scratch_;  // the grouped rows of x, then of y
 };
 
+#ifdef SWITCHYARD_HAS_CUDA
+// The same op on CUDA (expert_matmul_cuda.cu): the stack uploaded once.
+class ExpertMatMulCudaKernel {
+ public:
+  explicit ExpertMatMulCudaKernel(const sy::plugin::NodeRef& node);
+  void compute(sy::plugin::KernelIO& io);
+
+ private:
+  std::string name_;
+  bool columns_;
+  int64_t E_ = 0, K_ = 0, N_ = 0;
+  sy::plugin::DeviceBuffer weight_;
+};
+#endif
+
 }  // namespace sy_moe

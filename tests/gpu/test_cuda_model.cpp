@@ -132,5 +132,40 @@ TEST(CudaSession, QuantizedMatmulsOnTheGpuMatchTheCpu) {
   unsetenv("SWITCHYARD_QUANT_ISA");
 }
 
+// Mixtures of experts on the GPU: fuse-experts' ExpertMatMul runs on CUDA
+// (rows and columns forms: Mixtral's and gpt-oss's exports) next to the
+// built-in kernels; logits within the bf16 tolerance of the CPU's, greedy
+// tokens identical.
+TEST(CudaSession, ExpertMatMulOnTheGpuMatchesTheCpu) {
+  SY_REQUIRE_CUDA();
+  for (const char* model : {"mixtral-torchscript", "gptoss-dynamo"}) {
+    const std::string dir = test::source_dir() + "/tests/models/real/" + model;
+    setenv("QUANT_MODEL", (dir + "/model.onnx").c_str(), 1);
+    setenv("QUANT_TOKENIZER", (dir + "/tokenizer.json").c_str(), 1);
+    std::vector<std::vector<float>> logits;
+    std::vector<std::vector<int>> tokens;
+    for (const char* device : {"cpu", "cuda"}) {
+      EngineConfig cfg = Manifest::load(test::source_dir() + "/examples/manifests/quantize.yaml").resolve("fp32");
+      cfg.device = device;
+      auto s = Session::create(cfg);
+      if (std::string(device) == "cuda") {
+        int experts_on_gpu = 0;
+        for (const auto& p : s->model().executor().placements())
+          experts_on_gpu += p.device == Device::CUDA && p.op == "switchyard::ExpertMatMul";
+        EXPECT_EQ(experts_on_gpu, 4) << model;
+      }
+      logits.push_back(s->last_logits({1, 5, 9, 13, 17, 21}));
+      tokens.push_back(s->generate({test::greedy({1, 5, 9}, 16)})[0].tokens);
+    }
+    double diff = 0;
+    for (size_t i = 0; i < logits[0].size(); ++i) diff = std::max(diff, std::abs(static_cast<double>(logits[0][i]) - logits[1][i]));
+    std::printf("[ %s ] max |gpu - cpu| = %.3g\n", model, diff);
+    EXPECT_LE(diff, kBf16LogitTolerance) << model;
+    EXPECT_EQ(tokens[0], tokens[1]) << model;
+  }
+  unsetenv("QUANT_MODEL");
+  unsetenv("QUANT_TOKENIZER");
+}
+
 }  // namespace
 }  // namespace sy
