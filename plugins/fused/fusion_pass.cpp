@@ -146,6 +146,31 @@ void replace(GraphRef& g, const char* op, const std::string& name, const std::ve
   }
 }
 
+// The chains left unfused that look like the ones the pass fuses (a square
+// averaged over the last axis; x * sigmoid(x)): an intermediate read by
+// another node, or a form the ops do not express. Listed at load, so a
+// model that runs slower than expected says why.
+std::vector<std::string> near_misses(const GraphRef& g, bool rms, bool silu) {
+  std::vector<std::string> out;
+  for (sy_node_id n = 0; n < g.node_count(); ++n) {
+    if (rms && g.is(n, "Pow") && scalar_f32(g, g.input(n, 1)) == 2.0f) {
+      for (sy_node_id r : readers(g, g.output(n, 0)))
+        if (g.is(r, "ReduceMean")) {
+          out.push_back("RMSNorm-like '" + g.name(n) + "'");
+          break;
+        }
+    }
+    if (silu && g.is(n, "Sigmoid")) {
+      for (sy_node_id r : readers(g, g.output(n, 0)))
+        if (g.is(r, "Mul") && (g.input(r, 0) == g.input(n, 0) || g.input(r, 1) == g.input(n, 0))) {
+          out.push_back("SiLU-like '" + g.name(n) + "'");
+          break;
+        }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool FusionPass::run(GraphRef& g, const sy::plugin::Options& options) {
@@ -182,6 +207,13 @@ bool FusionPass::run(GraphRef& g, const sy::plugin::Options& options) {
   }
   sy::plugin::log(SY_LOG_INFO, "fuse-pointwise: " + std::to_string(rms_count) + " RMSNorm, " + std::to_string(silu_count) + " SiluMul, " +
                                    std::to_string(rotary_count) + " Rotary");
+  if (auto left = near_misses(g, rms, silu); !left.empty()) {
+    std::string list;
+    for (const auto& l : left) list += (list.empty() ? "" : ", ") + l;
+    sy::plugin::log(SY_LOG_WARNING, "fuse-pointwise: " + std::to_string(left.size()) +
+                                        " chains left as exported (an intermediate read elsewhere, or a form the fused ops do not "
+                                        "express): " + list);
+  }
   return rms_count + silu_count + rotary_count > 0;
 }
 

@@ -282,6 +282,7 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
   int quantized = 0, from_qdq = 0, kept = 0, experts = 0;
   int64_t bytes_before = 0, bytes_after = 0;
   std::vector<Rewrite> rewrites;  // emitted after the scan, siblings together
+  std::vector<std::string> left;  // constant-weight matmuls the pass cannot take, and why
   const int32_t count = g.node_count();
   for (sy_node_id n = 0; n < count; ++n) {
     if (g.is(n, "ExpertMatMul", kDomain)) {
@@ -308,7 +309,10 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
     float alpha = 1.f, beta = 1.f;
     bool trans_b = false;
     if (gemm) {
-      if (g.attr_int(n, "transA").value_or(0) != 0) continue;
+      if (g.attr_int(n, "transA").value_or(0) != 0) {
+        if (g.constant(b)) left.push_back("Gemm '" + g.name(n) + "': transA (its A transposed)");
+        continue;
+      }
       trans_b = g.attr_int(n, "transB").value_or(0) != 0;
       alpha = g.attr_float(n, "alpha").value_or(1.f);
       beta = g.attr_float(n, "beta").value_or(1.f);
@@ -321,11 +325,14 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
       continue;
     }
     auto w = float_weight(g, b, trans_b, alpha, K, N);
-    if (!w) continue;
+    if (!w) {
+      left.push_back(g.op_type(n) + " '" + g.name(n) + "': its constant weight is not a float32 matrix");
+      continue;
+    }
     if (gemm && g.input_count(n) > 2 && g.input(n, 2) != SY_NO_VALUE) {
       auto c = g.constant(g.input(n, 2));
       if (!c || c->dtype() != SY_DTYPE_FLOAT32 || (c->numel() != N && c->numel() != 1)) {
-        sy::plugin::log(SY_LOG_WARNING, "quantize: Gemm '" + g.name(n) + "' kept in fp32: its C is not a constant bias of N values");
+        left.push_back("Gemm '" + g.name(n) + "': its C is not a constant bias of N values");
         continue;
       }
       r.bias.resize(static_cast<size_t>(N));
@@ -378,6 +385,11 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
       << " kept in fp32 by rule; weight bytes " << bytes_before << " -> " << bytes_after << "; " << fused
       << " siblings joined";
   sy::plugin::log(SY_LOG_INFO, msg.str());
+  if (!left.empty()) {
+    std::string list;
+    for (const auto& l : left) list += (list.empty() ? "" : "; ") + l;
+    sy::plugin::log(SY_LOG_WARNING, "quantize: " + std::to_string(left.size()) + " matmuls with constant weights kept in fp32: " + list);
+  }
   // Re-quantized weights change the outputs by design (eval measures by how
   // much); weights mapped from QDQ keep their values and stay probed.
   if (quantized + experts > 0) g.mark_approximate(std::to_string(quantized + experts) + " weights quantized");

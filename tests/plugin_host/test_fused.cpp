@@ -11,6 +11,7 @@
 
 #include "engine/session.h"
 #include "manifest/manifest.h"
+#include "onnx_edit.h"
 #include "test_support.h"
 
 namespace sy {
@@ -130,6 +131,32 @@ INSTANTIATE_TEST_SUITE_P(Real, FusedRealExport,
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
+
+// The refusal: one RMSNorm's mean of squares is also a graph output, so
+// fusing that chain would not remove it. The pass leaves it as exported,
+// names it at load, fuses every other chain, and the logits keep their bits.
+TEST(FusedRealExport, AChainWhoseIntermediateIsReadElsewhereIsLeftAsExportedAndNamed) {
+  test::TempDir dir;
+  const std::string real = test::source_dir() + "/tests/models/real/llama3-torchscript";
+  const std::string mean = test::expose_intermediate(
+      real, dir, [](const onnx::NodeProto& n) { return n.op_type() == "ReduceMean"; }, 3);
+  ASSERT_FALSE(mean.empty());
+  const std::string path = (dir.path / "edited.yaml").string();
+  std::ofstream(path) << "model: " << (dir.path / "model.onnx").string() << "\nthreads: 2\nplugins:\n  - " << SY_FUSED_PLUGIN
+                      << "\nprofiles:\n  base: {}\n  fused:\n    passes: [fuse-pointwise]\n";
+  Manifest m = Manifest::load(path);
+  auto base = Session::create(m.resolve("base"));
+  testing::internal::CaptureStderr();
+  auto fused = Session::create(m.resolve("fused"));
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("fuse-pointwise: 1 chains left as exported"), std::string::npos) << log;
+  EXPECT_NE(log.find("RMSNorm-like '"), std::string::npos) << log;
+  EXPECT_EQ(count_op(*fused, "switchyard::RMSNorm"), 4);  // 5 in the export (FusedRealExport below)
+  EXPECT_EQ(count_op(*fused, "ReduceMean"), 1);
+  const auto ref = test::read_json(real + "/ref.json");
+  const std::vector<int> prompt = ref["prompt"].get<std::vector<int>>();
+  EXPECT_EQ(base->last_logits(prompt), fused->last_logits(prompt));
+}
 
 }  // namespace
 }  // namespace sy

@@ -13,6 +13,7 @@
 
 #include "engine/session.h"
 #include "manifest/manifest.h"
+#include "onnx_edit.h"
 #include "test_support.h"
 
 namespace sy {
@@ -119,33 +120,23 @@ INSTANTIATE_TEST_SUITE_P(Real, MoeExport,
 // output, so the rewrite would not remove it. The pass leaves that pair as
 // exported, says which and why, and fuses the others; the model runs.
 TEST(FuseExperts, AGatheredStackReadElsewhereIsLeftAsExportedAndNamed) {
-  onnx::ModelProto proto;
-  {
-    std::ifstream in(real("mixtral-torchscript") + "/model.onnx", std::ios::binary);
-    ASSERT_TRUE(proto.ParseFromIstream(&in));
-  }
-  std::string gathered, matmul;
-  for (const auto& n : proto.graph().node())
-    if (n.op_type() == "Gather" && n.input(0).find("experts.gate_up_proj") != std::string::npos) {
-      gathered = n.output(0);
-      break;
-    }
-  ASSERT_FALSE(gathered.empty());
-  for (const auto& n : proto.graph().node())
-    if (n.op_type() == "MatMul" && (n.input(0) == gathered || n.input(1) == gathered)) matmul = n.name();
-  auto* out = proto.mutable_graph()->add_output();
-  out->set_name(gathered);
-  auto* type = out->mutable_type()->mutable_tensor_type();
-  type->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int i = 0; i < 3; ++i) type->mutable_shape()->add_dim()->set_dim_param("d" + std::to_string(i));
   test::TempDir dir;
-  const std::string model = (dir.path / "model.onnx").string();
+  const std::string gather = test::expose_intermediate(
+      real("mixtral-torchscript"), dir,
+      [](const onnx::NodeProto& n) { return n.op_type() == "Gather" && n.input(0).find("experts.gate_up_proj") != std::string::npos; }, 3);
+  ASSERT_FALSE(gather.empty());
+  std::string matmul;  // the MatMul reading that Gather
   {
-    std::ofstream o(model, std::ios::binary);
-    ASSERT_TRUE(proto.SerializeToOstream(&o));
+    onnx::ModelProto proto;
+    std::ifstream in(dir.path / "model.onnx", std::ios::binary);
+    ASSERT_TRUE(proto.ParseFromIstream(&in));
+    std::string gathered;
+    for (const auto& n : proto.graph().node())
+      if (n.name() == gather) gathered = n.output(0);
+    for (const auto& n : proto.graph().node())
+      if (n.op_type() == "MatMul" && (n.input(0) == gathered || n.input(1) == gathered)) matmul = n.name();
   }
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"})
-    std::filesystem::copy_file(real("mixtral-torchscript") + "/" + f, dir.path / f);
+  const std::string model = (dir.path / "model.onnx").string();
   Manifest m = Manifest::load(manifest(dir, model));
   testing::internal::CaptureStderr();
   std::unique_ptr<Session> fused;
