@@ -3,6 +3,8 @@
 // (plugins/moe/expert_rows.h), and one quantized product per selected
 // expert over all the rows that chose it. At decode a token reads its k
 // experts' codes and scales once, nothing of the others.
+#include <algorithm>
+
 #include "expert_rows.h"
 #include "quantize_plugin.h"
 
@@ -11,7 +13,11 @@ namespace sy_quant {
 using sy::plugin::Error;
 
 QuantizedWeight slice_rows(const QuantizedWeight& q, int64_t first_row, int64_t rows) {
-  QuantizedWeight s = q;
+  QuantizedWeight s;  // the geometry, not a copy of every row
+  s.bits = q.bits;
+  s.K = q.K;
+  s.block_size = q.block_size;
+  s.n_blocks = q.n_blocks;
   s.N = rows;
   auto cut = [&](const auto& all, auto& part, int64_t per_row) {
     if (all.empty()) return;
@@ -56,14 +62,33 @@ void ExpertQMatMulKernel::compute(sy::plugin::KernelIO& io) {
   scratch_.resize(static_cast<size_t>(R * (K + N)));
   float* xs = scratch_.data();
   float* ys = xs + R * K;
-  const ParallelFor pf = [&](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) { io.parallel_for(n, grain, fn); };
+  int64_t most_rows = 0;
   for (int32_t e : rows.active) {
+    sy_moe::gather_expert_rows(l, rows, e, x.data<float>(), xs + rows.start[static_cast<size_t>(e)] * l.P * K);
+    most_rows = std::max(most_rows, (rows.start[static_cast<size_t>(e + 1)] - rows.start[static_cast<size_t>(e)]) * l.P);
+  }
+  auto product = [&](int32_t e, const ParallelFor& pf) {
     const int64_t r0 = rows.start[static_cast<size_t>(e)] * l.P;
     const int64_t rc = (rows.start[static_cast<size_t>(e + 1)] - rows.start[static_cast<size_t>(e)]) * l.P;
-    sy_moe::gather_expert_rows(l, rows, e, x.data<float>(), xs + r0 * K);
     qmatmul(experts_[static_cast<size_t>(e)], xs + r0 * K, rc, nullptr, ys + r0 * N, isa_, pf);
-    sy_moe::scatter_expert_rows(l, rows, e, ys + r0 * N, y.data<float>());
+  };
+  const int64_t active = static_cast<int64_t>(rows.active.size());
+  const int64_t threads = std::max<int32_t>(1, sy::plugin::host()->num_threads());
+  if (threads > 1 && active > 1 && (active >= 2 * threads || most_rows <= 16)) {
+    // Several experts with a few rows each (decode's k experts, a prompt
+    // spread over many): the experts side by side, each product on one
+    // thread (its scratch is thread-local), one parallel region in all
+    // instead of one per expert. Every path gives a row the same bits
+    // whatever splits the work.
+    const ParallelFor serial = [](int64_t n, int64_t, const std::function<void(int64_t, int64_t)>& fn) { fn(0, n); };
+    io.parallel_for(active, 1, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) product(rows.active[static_cast<size_t>(a)], serial);
+    });
+  } else {
+    const ParallelFor pf = [&](int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) { io.parallel_for(n, grain, fn); };
+    for (int32_t e : rows.active) product(e, pf);
   }
+  for (int32_t e : rows.active) sy_moe::scatter_expert_rows(l, rows, e, ys + rows.start[static_cast<size_t>(e)] * l.P * N, y.data<float>());
 }
 
 }  // namespace sy_quant
