@@ -7,6 +7,7 @@
 // bandwidth (MBU). Prints a table, writes JSON (--out). Speed-ups are ratios
 // within one run.
 //   bench_quant --model /tmp/synth-110m.onnx [--schemes fp32,int8,int4] [--decode 32] [--prefill 128]
+//               [--depth N]             (decode after an N-token prompt, the long-context case; default 8)
 //               [--no-fuse-pointwise]   (leave RMSNorm, SiLU*up and rotary as the export's nodes)
 //               [--no-fuse-experts]     (leave a mixture of experts' gathered expert matmuls as exported:
 //                                        fp32, whatever the scheme)
@@ -29,11 +30,11 @@ struct Figures {
   int64_t weight_bytes = 0;
 };
 
-Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
+Figures run(const sy::EngineConfig& cfg, int decode, int prefill, int depth) {
   auto session = sy::Session::create(cfg);
   Figures f;
   f.weight_bytes = sy::bench::weight_bytes_per_token(session->model().executor());
-  sy::bench::Batch1 m = sy::bench::measure_batch1(*session, decode, prefill);
+  sy::bench::Batch1 m = sy::bench::measure_batch1(*session, decode, prefill, depth);
   f.decode_tps = m.decode_tps;
   f.prefill_tps = m.prefill_tps;
   return f;
@@ -43,7 +44,7 @@ Figures run(const sy::EngineConfig& cfg, int decode, int prefill) {
 
 int main(int argc, char** argv) {
   std::string model, out = "bench-quant.json", schemes_arg = "fp32,int8,int4";
-  int decode = 32, prefill = 128, threads = 2;
+  int decode = 32, prefill = 128, threads = 2, depth = 8;
   bool fuse_pointwise = true, fuse_experts = true;
   std::vector<std::pair<std::string, std::string>> quantize_options;
   for (int i = 1; i < argc; ++i) {
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode")) decode = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--prefill")) prefill = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--depth")) depth = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quantize-option")) {
       std::string kv = argv[++i];
       const size_t eq = kv.find('=');
@@ -81,7 +83,9 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   double fp32_decode = 0;
   for (const auto& scheme : schemes) {
-    auto cfg = sy::bench::mode_config(model, "paged", {{"block_size", "16"}}, {}, threads);
+    // Long contexts (--depth): room in the context and the KV budget for them.
+    auto cfg = sy::bench::mode_config(model, "paged", {{"block_size", "16"}, {"budget_mb", depth > 2048 ? "4096" : "1024"}}, {}, threads);
+    cfg.max_context = std::max<int64_t>(cfg.max_context, depth + decode + 16);
     cfg.plugins.push_back(sy::PluginSpec{SY_QUANTIZE_PLUGIN, std::nullopt, "bench"});
     if (scheme != "fp32") {
       sy::ComponentSelection q{"quantize", {}, "bench"};
@@ -107,7 +111,7 @@ int main(int argc, char** argv) {
     const double bw = sy::measure_read_bandwidth_gbs(threads);
     Figures f;
     try {
-      f = run(cfg, decode, prefill);
+      f = run(cfg, decode, prefill, depth);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_quant: scheme %s: %s\n", scheme.c_str(), e.what());
       return 1;

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   const double bw = sy::measure_read_bandwidth_gbs(2);
   std::printf("few-row fp32 products, 2 threads; measured read bandwidth %.1f GB/s; engine path: %s\n", bw, sy::small_gemm_path());
   // A 110m-shaped layer's widest matrices and a vocabulary projection.
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 2048}, {2048, 768}, {768, 32000}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 2048}, {2048, 768}, {768, 32000}, {2048, 5632}};
   std::mt19937 rng(1);
   std::normal_distribution<float> d(0.f, 0.02f);
   nlohmann::json rows = nlohmann::json::array();
@@ -62,6 +62,13 @@ int main(int argc, char** argv) {
       if (sy::SmallGemmFn fn = sy::small_gemm_build(name))
         paths.emplace_back(name, [&, fn](int64_t M) {
           two_threads(N, [&](int64_t n0, int64_t n1) { fn(false, M, n0, n1, K, 1.f, x.data(), K, w.data(), N, 0.f, y.data(), N); });
+        });
+    // The same products with the weight stored transposed ([N, K], a dot
+    // product per output): each thread streams whole contiguous rows.
+    for (const char* name : {"avx2", "avx512"})
+      if (sy::SmallGemmFn fn = sy::small_gemm_build(name))
+        paths.emplace_back(std::string(name) + "-nt", [&, fn](int64_t M) {
+          two_threads(N, [&](int64_t n0, int64_t n1) { fn(true, M, n0, n1, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N); });
         });
     const double mb = static_cast<double>(K * N) * 4 / 1e6;
     for (auto& [name, run] : paths) {

@@ -100,10 +100,12 @@ struct Batch1 {
   double decode_tps = 0, prefill_tps = 0;
 };
 
-// Batch-1 decode tokens/s (8-token prompt, `decode` tokens) and prefill
-// tokens/s (`prefill`-token prompt), best of 3 after a warm-up: noise on a
-// shared machine only ever adds time.
-inline Batch1 measure_batch1(Session& session, int decode, int prefill) {
+// Batch-1 decode tokens/s (`decode` tokens after a `depth`-token prompt,
+// 8 by default) and prefill tokens/s (`prefill`-token prompt; 0 skips it),
+// best of 3 after a warm-up: noise on a shared machine only ever adds time.
+// Past 1024 tokens of depth, one measurement (each costs a long prefill;
+// the callers interleave rounds instead).
+inline Batch1 measure_batch1(Session& session, int decode, int prefill, int depth = 8) {
   const int64_t vocab = session.model().vocab_size() > 0 ? session.model().vocab_size() : 512;
   auto request = [&](int prompt_len, int max_tokens, int seed) {
     GenerationRequest r;
@@ -114,9 +116,11 @@ inline Batch1 measure_batch1(Session& session, int decode, int prefill) {
   };
   session.generate({request(8, 4, 0)});  // warm up: pools, first-touch pages, device caches
   Batch1 f;
-  for (int rep = 0; rep < 3; ++rep) {
-    auto d = session.generate({request(8, decode, rep + 1)})[0];
+  const int reps = depth > 1024 ? 1 : 3;
+  for (int rep = 0; rep < reps; ++rep) {
+    auto d = session.generate({request(depth, decode, rep + 1)})[0];
     f.decode_tps = std::max(f.decode_tps, 1000.0 / d.tpot_ms());
+    if (prefill <= 0) continue;
     auto p = session.generate({request(prefill, 1, rep + 11)})[0];
     f.prefill_tps = std::max(f.prefill_tps, prefill / (p.ttft_ms / 1000.0));
   }

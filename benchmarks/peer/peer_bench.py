@@ -21,6 +21,9 @@ llama.cpp comes from PyPI's llama-cpp-python source package
   benchmarks/peer/peer_bench.py --build build --llama $(scripts/build-llama-cpp.sh) \\
       --presets 110m,tinyllama-1.1b --threads 1,2 --rounds 2 --out peer.json
 
+--depths 4096,16384 measures decode after that many tokens of context instead
+(llama.cpp with flash attention on), rounds interleaved as above.
+
 --gguf FILE runs one GGUF file in both engines instead of the synth presets:
 Switchyard loads it directly (its Q8_0/Q4_0/Q4_1 blocks as they are), llama.cpp
 as always; the weight bytes are what each reads per token (Switchyard's
@@ -55,7 +58,7 @@ def prepare(a, preset):
     gguf = {"fp32": os.path.join(a.workdir, f"{preset}-f32.gguf")}
     if not os.path.exists(gguf["fp32"]):
         run([sys.executable, os.path.join(HERE, "make_gguf.py"), "--switchyard", os.path.join(a.build, "switchyard"), "--preset", preset,
-             "--out", gguf["fp32"]])
+             "--out", gguf["fp32"], "--context", str(32768)])
     for precision, peer_type in PEER_TYPE.items():
         if peer_type is None:
             continue
@@ -86,6 +89,49 @@ def switchyard(a, onnx, precision, threads):
     row = json.load(open(out_json))["rows"][0]
     return {"decode_tps": row["decode_tokens_per_s"], "prefill_tps": row["prefill_tokens_per_s"],
             "weight_bytes": row["weight_bytes_per_token"], "bandwidth_gbs": row["read_bandwidth_gbs"], "log": log}
+
+
+def llama_cpp_depth(a, gguf, threads, depth):
+    """Decode tokens/s after `depth` tokens of context, flash attention on."""
+    out = run([os.path.join(a.llama, "llama-bench"), "-m", gguf, "-p", "0", "-n", str(a.decode), "-d", str(depth), "-t", str(threads),
+               "-fa", "on", "-lm", "none", "-r", "1", "-o", "json"])
+    decode = next(r for r in json.loads(out) if r["n_gen"] > 0)
+    return {"decode_tps": decode["avg_ts"]}
+
+
+def switchyard_depth(a, onnx, precision, threads, depth):
+    out_json = os.path.join(a.workdir, "bench-quant-run.json")
+    env = dict(os.environ)
+    env["SWITCHYARD_PLUGIN_DIR"] = os.path.join(a.build, "plugins")
+    run([os.path.join(a.build, "benchmarks", "bench_quant"), "--model", onnx, "--schemes", precision, "--threads", str(threads),
+         "--decode", str(a.decode), "--prefill", "0", "--depth", str(depth), "--out", out_json], env=env)
+    return {"decode_tps": json.load(open(out_json))["rows"][0]["decode_tokens_per_s"]}
+
+
+def depth_rows(a):
+    """Long contexts: batch-1 decode after each --depths context, where
+    attention over the cache, not the weights, sets much of the cost."""
+    rows = []
+    for preset in a.presets.split(","):
+        onnx, gguf = prepare(a, preset)
+        for precision in a.precisions.split(","):
+            for threads in map(int, a.threads.split(",")):
+                for depth in map(int, a.depths.split(",")):
+                    sy, lc = [], []
+                    for r in range(a.rounds):
+                        for who in ([0, 1] if r % 2 == 0 else [1, 0]):
+                            if who == 0:
+                                sy.append(switchyard_depth(a, onnx, precision, threads, depth))
+                            else:
+                                lc.append(llama_cpp_depth(a, gguf[precision], threads, depth))
+                    row = {"preset": preset, "precision": precision, "threads": threads, "depth": depth, "rounds": a.rounds,
+                           "switchyard_decode_tps": statistics.median(x["decode_tps"] for x in sy),
+                           "llama_cpp_decode_tps": statistics.median(x["decode_tps"] for x in lc)}
+                    row["decode_ratio"] = row["switchyard_decode_tps"] / row["llama_cpp_decode_tps"]
+                    print(f"{preset:>15} {precision:>5} t={threads} depth {depth:>6}: decode {row['switchyard_decode_tps']:7.1f} vs "
+                          f"{row['llama_cpp_decode_tps']:7.1f} tok/s ({row['decode_ratio']:.2f}x)", flush=True)
+                    rows.append(row)
+    return rows
 
 
 def gguf_rows(a):
@@ -131,11 +177,19 @@ def main():
     ap.add_argument("--out", default="peer.json")
     ap.add_argument("--no-fuse-pointwise", dest="fuse_pointwise", action="store_false",
                     help="Switchyard runs RMSNorm, SiLU*up and rotary as the export's nodes (default: fused, bit-exact)")
+    ap.add_argument("--depths", default="",
+                    help="comma-separated context lengths: decode after that many tokens instead of the prefill/decode rows "
+                         "(llama.cpp with flash attention)")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 -o -w -E 'avx512_vnni|avx512vnni' /proc/cpuinfo;"
                "grep -m1 -o -w avx512f /proc/cpuinfo; grep -m1 -o -w avx2 /proc/cpuinfo; true"]).split("\n")
     print("machine:", " ".join(x.strip() for x in cpu if x.strip()))
+    if a.depths:
+        results = depth_rows(a)
+        json.dump({"fuse_pointwise": a.fuse_pointwise, "results": results}, open(a.out, "w"), indent=2)
+        print(f"wrote {a.out}")
+        return
     results = gguf_rows(a) if a.gguf else []
     for preset in ([] if a.gguf else a.presets.split(",")):
         onnx, gguf = prepare(a, preset)
