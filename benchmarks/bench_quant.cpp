@@ -93,18 +93,19 @@ int main(int argc, char** argv) {
       for (const auto& [k, v] : quantize_options) q.options[k] = sy::RawOption{v, "bench: --quantize-option"};
       cfg.passes.insert(cfg.passes.begin(), q);
     }
-    // A mixture of experts' gathered expert matmuls as one grouped op
-    // (plugins/moe), before quantize so the experts are quantized too; a
-    // no-op on dense models.
-    if (fuse_experts) {
-      cfg.plugins.push_back(sy::PluginSpec{SY_MOE_PLUGIN, std::nullopt, "bench"});
-      cfg.passes.insert(cfg.passes.begin(), sy::ComponentSelection{"fuse-experts", {}, "bench"});
-    }
     if (fuse_pointwise) {
       // Exact, so its place among the passes does not matter; first, as in
       // the example manifests.
       cfg.plugins.push_back(sy::PluginSpec{SY_FUSED_PLUGIN, std::nullopt, "bench"});
       cfg.passes.insert(cfg.passes.begin(), sy::ComponentSelection{"fuse-pointwise", {}, "bench"});
+    }
+    // A mixture of experts' gathered expert matmuls as one grouped op
+    // (plugins/moe), before quantize so the experts are quantized too, and first, so the
+    // other passes' probes run the grouped op, not the gathered copies; a
+    // no-op on dense models.
+    if (fuse_experts) {
+      cfg.plugins.push_back(sy::PluginSpec{SY_MOE_PLUGIN, std::nullopt, "bench"});
+      cfg.passes.insert(cfg.passes.begin(), sy::ComponentSelection{"fuse-experts", {}, "bench"});
     }
     // This machine's available bandwidth drifts with its neighbours: measure
     // it next to the run it qualifies.
