@@ -26,6 +26,14 @@ std::string run(const std::string& cmd) {
   return r.out;
 }
 
+// The quantize pass of a profile (examples/manifests/quantize.yaml runs
+// fuse-experts before it).
+ComponentSelection& quantize_pass(EngineConfig& c) {
+  for (auto& p : c.passes)
+    if (p.name == "quantize") return p;
+  throw std::runtime_error("the profile has no quantize pass");
+}
+
 EngineConfig profile(const std::string& name) {
   setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
   return Manifest::load(SY_QUANT_MANIFEST).resolve(name);
@@ -78,14 +86,14 @@ TEST(QuantizeModel, Int8AndInt4AgreeWithFp32WithinMeasuredBounds) {
 
 TEST(QuantizeModel, EveryConstantMatmulIsRewrittenAndRulesKeepTheHead) {
   auto separate = [](EngineConfig c) {
-    c.passes[0].options["fuse_siblings"] = RawOption{"false", "test: fuse_siblings"};
+    quantize_pass(c).options["fuse_siblings"] = RawOption{"false", "test: fuse_siblings"};
     return c;
   };
   auto all = Session::create(separate(profile("int8")));
   EXPECT_EQ(count_op(*all, "MatMul"), 0);  // attention's own matmuls are fused
   EXPECT_EQ(count_op(*all, "com.microsoft::MatMulNBits") + count_op(*all, "switchyard::QMatMul"), 36);
   auto cfg = separate(profile("int8"));
-  cfg.passes[0].options["skip"] = RawOption{"/lm_head/*", "test: skip"};
+  quantize_pass(cfg).options["skip"] = RawOption{"/lm_head/*", "test: skip"};
   auto kept = Session::create(cfg);
   EXPECT_EQ(count_op(*kept, "MatMul"), 1);
   EXPECT_EQ(count_op(*kept, "com.microsoft::MatMulNBits") + count_op(*kept, "switchyard::QMatMul"), 35);
@@ -102,7 +110,7 @@ TEST(QuantizeModel, JoinedSiblingsGiveTheSameBitsOnEveryPath) {
     setenv("SWITCHYARD_QUANT_ISA", isa, 1);
     for (const char* scheme : {"int8", "int4", "int4-asym"}) {
       auto joined_cfg = profile(scheme), separate_cfg = profile(scheme);
-      separate_cfg.passes[0].options["fuse_siblings"] = RawOption{"false", "test: fuse_siblings"};
+      quantize_pass(separate_cfg).options["fuse_siblings"] = RawOption{"false", "test: fuse_siblings"};
       std::unique_ptr<Session> joined, separate;
       try {
         joined = Session::create(joined_cfg);
@@ -135,7 +143,7 @@ TEST(QuantizeModel, BadOptionsAreNamed) {
                                     std::tuple{"rules", "/output/*", "is not PATTERN=SCHEME"},
                                     std::tuple{"rules", "/output/*=int4:7", "group size"}}) {
     auto cfg = profile("int8");
-    cfg.passes[0].options[key] = RawOption{value, std::string("test: ") + key};
+    quantize_pass(cfg).options[key] = RawOption{value, std::string("test: ") + key};
     try {
       Session::create(cfg);
       ADD_FAILURE() << key << "=" << value << " was accepted";
