@@ -209,7 +209,10 @@ bool FusionPass::run(GraphRef& g, const sy::plugin::Options& options) {
                                    std::to_string(rotary_count) + " Rotary");
   if (auto left = near_misses(g, rms, silu); !left.empty()) {
     std::string list;
-    for (const auto& l : left) list += (list.empty() ? "" : ", ") + l;
+    for (const auto& l : left) {
+      if (!list.empty()) list += ", ";
+      list += l;
+    }
     sy::plugin::log(SY_LOG_WARNING, "fuse-pointwise: " + std::to_string(left.size()) +
                                         " chains left as exported (an intermediate read elsewhere, or a form the fused ops do not "
                                         "express): " + list);

@@ -87,18 +87,42 @@ struct Rewrite {
   std::vector<float> bias;
 };
 
+// MatMulNBits' constant inputs for q: codes, scales, zero points (none when
+// symmetric).
+struct StoredWeight {
+  sy_value_id codes, scales, zero_points;
+};
+StoredWeight add_weight_constants(GraphRef& g, const QuantizedWeight& q, const std::string& base) {
+  StoredWeight s;
+  s.codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {q.N, q.n_blocks, q.blob_bytes()}, q.codes.data());
+  s.scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {q.N * q.n_blocks}, q.scales.data());
+  s.zero_points = !q.float_zero_points.empty()
+                      ? g.add_constant(base + "_zero_points", SY_DTYPE_FLOAT32, {static_cast<int64_t>(q.float_zero_points.size())},
+                                       q.float_zero_points.data())
+                  : q.zero_points.empty()
+                      ? SY_NO_VALUE
+                      : g.add_constant(base + "_zero_points", SY_DTYPE_UINT8, {static_cast<int64_t>(q.zero_points.size())}, q.zero_points.data());
+  return s;
+}
+
+// Rows of `part` appended to `all` (MatMulNBits' layout is row-major in N).
+void append_rows(QuantizedWeight& all, const QuantizedWeight& part) {
+  if (all.N == 0) {
+    all = part;
+    return;
+  }
+  all.N += part.N;
+  all.codes.insert(all.codes.end(), part.codes.begin(), part.codes.end());
+  all.scales.insert(all.scales.end(), part.scales.begin(), part.scales.end());
+  all.zero_points.insert(all.zero_points.end(), part.zero_points.begin(), part.zero_points.end());
+  all.float_zero_points.insert(all.float_zero_points.end(), part.float_zero_points.begin(), part.float_zero_points.end());
+}
+
 // Adds the quantized node for r.q reading r.a; returns its output.
 sy_value_id emit_node(GraphRef& g, const Rewrite& r, const std::string& base) {
   const QuantizedWeight& q = r.q;
-  sy_value_id codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {q.N, q.n_blocks, q.blob_bytes()}, q.codes.data());
-  sy_value_id scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {q.N * q.n_blocks}, q.scales.data());
-  sy_value_id zp = !q.float_zero_points.empty()
-                       ? g.add_constant(base + "_zero_points", SY_DTYPE_FLOAT32, {static_cast<int64_t>(q.float_zero_points.size())},
-                                        q.float_zero_points.data())
-                   : q.zero_points.empty()
-                       ? SY_NO_VALUE
-                       : g.add_constant(base + "_zero_points", SY_DTYPE_UINT8, {static_cast<int64_t>(q.zero_points.size())}, q.zero_points.data());
-  std::vector<sy_value_id> inputs{r.a, codes, scales, zp};
+  const StoredWeight w = add_weight_constants(g, q, base);
+  std::vector<sy_value_id> inputs{r.a, w.codes, w.scales, w.zero_points};
   if (!r.bias.empty()) {
     inputs.push_back(SY_NO_VALUE);  // g_idx
     inputs.push_back(g.add_constant(base + "_bias", SY_DTYPE_FLOAT32, {q.N}, r.bias.data()));
@@ -135,17 +159,11 @@ SiblingKey sibling_key(const Rewrite& r) {
 // row's sums never see another row), so each output keeps its bits.
 void emit_siblings(GraphRef& g, const std::vector<const Rewrite*>& group) {
   Rewrite fused{group[0]->node, group[0]->a, SY_NO_VALUE, group[0]->q, {}};
-  QuantizedWeight& q = fused.q;
-  std::vector<int64_t> parts{q.N};
+  std::vector<int64_t> parts{fused.q.N};
   std::string base = g.name(group[0]->node);
   for (size_t i = 1; i < group.size(); ++i) {
-    const QuantizedWeight& s = group[i]->q;
-    q.N += s.N;
-    q.codes.insert(q.codes.end(), s.codes.begin(), s.codes.end());
-    q.scales.insert(q.scales.end(), s.scales.begin(), s.scales.end());
-    q.zero_points.insert(q.zero_points.end(), s.zero_points.begin(), s.zero_points.end());
-    q.float_zero_points.insert(q.float_zero_points.end(), s.float_zero_points.begin(), s.float_zero_points.end());
-    parts.push_back(s.N);
+    append_rows(fused.q, group[i]->q);
+    parts.push_back(group[i]->q.N);
     base.push_back('+');
     base += g.name(group[i]->node);
   }
@@ -216,19 +234,6 @@ std::optional<QuantizedWeight> qdq_weight(const GraphRef& g, sy_value_id b, std:
   return q;
 }
 
-// Rows of `part` appended to `all` (MatMulNBits' layout is row-major in N).
-void append_rows(QuantizedWeight& all, const QuantizedWeight& part) {
-  if (all.N == 0) {
-    all = part;
-    return;
-  }
-  all.N += part.N;
-  all.codes.insert(all.codes.end(), part.codes.begin(), part.codes.end());
-  all.scales.insert(all.scales.end(), part.scales.begin(), part.scales.end());
-  all.zero_points.insert(all.zero_points.end(), part.zero_points.begin(), part.zero_points.end());
-  all.float_zero_points.insert(all.float_zero_points.end(), part.float_zero_points.begin(), part.float_zero_points.end());
-}
-
 // switchyard::ExpertMatMul(x, experts, weight [E, ., .]) with a constant
 // weight becomes ExpertMatMulNBits: each expert quantized as the matrix it
 // multiplies by ([K, N], MatMul's B), the experts' rows stacked.
@@ -250,17 +255,10 @@ bool quantize_experts(GraphRef& g, sy_node_id n, const QuantSpec& spec, int64_t&
     }
   }
   const std::string base = g.name(n);
-  sy_value_id codes = g.add_constant(base + "_qweight", SY_DTYPE_UINT8, {all.N, all.n_blocks, all.blob_bytes()}, all.codes.data());
-  sy_value_id scales = g.add_constant(base + "_scales", SY_DTYPE_FLOAT32, {all.N * all.n_blocks}, all.scales.data());
-  sy_value_id zp = !all.float_zero_points.empty()
-                       ? g.add_constant(base + "_zero_points", SY_DTYPE_FLOAT32, {static_cast<int64_t>(all.float_zero_points.size())},
-                                        all.float_zero_points.data())
-                   : all.zero_points.empty()
-                       ? SY_NO_VALUE
-                       : g.add_constant(base + "_zero_points", SY_DTYPE_UINT8, {static_cast<int64_t>(all.zero_points.size())},
-                                        all.zero_points.data());
+  const StoredWeight stored = add_weight_constants(g, all, base);
   std::vector<sy_value_id> out;
-  sy_node_id q = g.add_node(kDomain, kExpertOp, base + "_q" + std::to_string(all.bits), {g.input(n, 0), g.input(n, 1), codes, scales, zp}, out);
+  sy_node_id q = g.add_node(kDomain, kExpertOp, base + "_q" + std::to_string(all.bits),
+                            {g.input(n, 0), g.input(n, 1), stored.codes, stored.scales, stored.zero_points}, out);
   g.set_attr(q, "K", K);
   g.set_attr(q, "N", N);
   g.set_attr(q, "bits", int64_t{all.bits});
@@ -387,7 +385,10 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
   sy::plugin::log(SY_LOG_INFO, msg.str());
   if (!left.empty()) {
     std::string list;
-    for (const auto& l : left) list += (list.empty() ? "" : "; ") + l;
+    for (const auto& l : left) {
+      if (!list.empty()) list += "; ";
+      list += l;
+    }
     sy::plugin::log(SY_LOG_WARNING, "quantize: " + std::to_string(left.size()) + " matmuls with constant weights kept in fp32: " + list);
   }
   // Re-quantized weights change the outputs by design (eval measures by how

@@ -44,14 +44,6 @@ std::vector<std::vector<int>> prompts_of(const std::string& model) {
   return prompts;
 }
 
-GenerationRequest greedy(const std::vector<int>& prompt, int n) {
-  GenerationRequest r;
-  r.prompt = prompt;
-  r.max_tokens = n;
-  r.stop_at_eos = false;
-  return r;
-}
-
 double worst_relative(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0, range = 1;
   for (size_t i = 0; i < a.size(); ++i) range = std::max(range, static_cast<double>(std::abs(a[i])));
@@ -80,7 +72,7 @@ TEST_P(MoeExport, EveryGatheredExpertMatMulIsFusedAndTheOutputsStay) {
   EXPECT_LE(fused->report().probes[0].max_deviation, 1e-4);
   for (const auto& p : prompts_of(mc.model)) {
     EXPECT_LE(worst_relative(base->last_logits(p), fused->last_logits(p)), 1e-5) << mc.model << ", " << p.size() << " tokens";
-    EXPECT_EQ(base->generate({greedy(p, 12)})[0].tokens, fused->generate({greedy(p, 12)})[0].tokens) << mc.model;
+    EXPECT_EQ(base->generate({test::greedy(p, 12)})[0].tokens, fused->generate({test::greedy(p, 12)})[0].tokens) << mc.model;
   }
 }
 

@@ -19,19 +19,31 @@ std::string run(const std::string& cmd) {
   return r.out;
 }
 
+// ONNX Runtime's last logits for the synth model at `path` against the
+// engine's, the graph as exported; returns the baseline session.
+std::unique_ptr<Session> expect_onnx_runtime_agrees(const std::string& path, const std::vector<int>& prompt) {
+  EngineConfig base;
+  base.model = path;
+  auto baseline = Session::create(base);
+  auto ours = baseline->last_logits(prompt);
+  std::string ids;
+  for (int t : prompt) {
+    if (!ids.empty()) ids.push_back(',');
+    ids += std::to_string(t);
+  }
+  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + path + " " +
+                                       ids))["last_logits"].get<std::vector<float>>();
+  EXPECT_EQ(ours.size(), ort.size());
+  for (size_t i = 0; i < ours.size() && i < ort.size(); ++i) EXPECT_NEAR(ours[i], ort[i], 1e-4) << i;
+  return baseline;
+}
+
 TEST(Synth, OnnxRuntimeAgreesAndEveryModeRunsIt) {
   test::TempDir dir;
   std::string path = (dir.path / "tiny.onnx").string();
   write_synth_model(synth_preset("tiny"), path, 7);
-  EngineConfig base;
-  base.model = path;
-  auto baseline = Session::create(base);
   std::vector<int> prompt = {1, 2, 3, 400, 17, 99, 250};
-  auto ours = baseline->last_logits(prompt);
-  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + path +
-                                       " 1,2,3,400,17,99,250"))["last_logits"].get<std::vector<float>>();
-  ASSERT_EQ(ours.size(), ort.size());
-  for (size_t i = 0; i < ours.size(); ++i) ASSERT_NEAR(ours[i], ort[i], 1e-4) << i;
+  auto baseline = expect_onnx_runtime_agrees(path, prompt);
 
   auto cfg = test::paged_config("stories260K", "paged", {{"block_size", "4"}});
   cfg.model = path;
@@ -51,15 +63,8 @@ TEST(Synth, MixtureOfExpertsPresetRunsAsExportedAndFused) {
   test::TempDir dir;
   std::string path = (dir.path / "moe.onnx").string();
   write_synth_model(synth_preset("moe-tiny"), path, 3);
-  EngineConfig base;
-  base.model = path;
-  auto baseline = Session::create(base);
   std::vector<int> prompt = {1, 2, 3, 400, 17, 99, 250};
-  auto ours = baseline->last_logits(prompt);
-  auto ort = nlohmann::json::parse(run(std::string(SWITCHYARD_PYTHON) + " " + SWITCHYARD_GENERATORS_DIR + "/ort_last_logits.py " + path +
-                                       " 1,2,3,400,17,99,250"))["last_logits"].get<std::vector<float>>();
-  ASSERT_EQ(ours.size(), ort.size());
-  for (size_t i = 0; i < ours.size(); ++i) ASSERT_NEAR(ours[i], ort[i], 1e-4) << i;
+  auto baseline = expect_onnx_runtime_agrees(path, prompt);
   ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
   EngineConfig cfg = Manifest::load(SY_DEFAULT_MANIFEST).resolve("paged");
   cfg.model = path;
