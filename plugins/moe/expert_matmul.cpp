@@ -24,7 +24,7 @@ void ExpertMatMulKernel::compute(sy::plugin::KernelIO& io) {
   const ExpertLayout l = expert_layout(x, idx.numel(), K, N, columns_, name_);
   auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, l.out_dims);
   if (l.entries == 0 || l.P == 0 || N == 0) return;
-  ExpertRows rows;
+  ExpertRows& rows = rows_;
   group_by_expert(idx, E, rows, name_);
   const int64_t R = l.entries * l.P;  // rows of all products together
   scratch_.resize(static_cast<size_t>(R * (K + N)));

@@ -50,9 +50,12 @@ inline ExpertLayout expert_layout(const sy::plugin::TensorView& x, int64_t exper
 
 // Entries grouped by expert: the entries of expert e are
 // order[start[e] .. start[e + 1]), in their original order.
+// Kernels keep one as a member: its vectors keep their capacity from step
+// to step, so grouping allocates nothing per token.
 struct ExpertRows {
   std::vector<int64_t> order, start;
   std::vector<int32_t> active;  // experts with at least one entry, ascending
+  std::vector<int64_t> expert, fill;  // scratch: each entry's expert, the next slot per expert
 };
 
 // Reads the indices (int64 or int32; negative ones count from the end, as
@@ -62,7 +65,8 @@ inline void group_by_expert(const sy::plugin::TensorView& idx, int64_t E, Expert
   if (idx.dtype() != SY_DTYPE_INT64 && idx.dtype() != SY_DTYPE_INT32)
     throw Error(who + ": expert indices must be int64 or int32", SY_INVALID_ARGUMENT);
   const int64_t M = idx.numel();
-  std::vector<int64_t> expert(static_cast<size_t>(M));
+  std::vector<int64_t>& expert = rows.expert;
+  expert.resize(static_cast<size_t>(M));
   rows.start.assign(static_cast<size_t>(E + 1), 0);
   for (int64_t m = 0; m < M; ++m) {
     int64_t e = idx.dtype() == SY_DTYPE_INT64 ? idx.data<int64_t>()[m] : idx.data<int32_t>()[m];
@@ -78,7 +82,8 @@ inline void group_by_expert(const sy::plugin::TensorView& idx, int64_t E, Expert
     rows.start[static_cast<size_t>(e + 1)] += rows.start[static_cast<size_t>(e)];
   }
   rows.order.resize(static_cast<size_t>(M));
-  std::vector<int64_t> fill(rows.start.begin(), rows.start.end() - 1);
+  std::vector<int64_t>& fill = rows.fill;
+  fill.assign(rows.start.begin(), rows.start.end() - 1);
   for (int64_t m = 0; m < M; ++m) rows.order[static_cast<size_t>(fill[static_cast<size_t>(expert[static_cast<size_t>(m)])]++)] = m;
 }
 

@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "expert_rows.h"
+
 namespace sy_moe {
 
 constexpr const char* kDomain = SY_OP_DOMAIN;
@@ -61,6 +63,7 @@ class ExpertMatMulKernel {
   std::string name_;
   bool columns_;
   std::vector<float> scratch_;  // the grouped rows of x, then of y
+  ExpertRows rows_;
 };
 
 #ifdef SWITCHYARD_HAS_CUDA

@@ -56,7 +56,7 @@ void ExpertQMatMulKernel::compute(sy::plugin::KernelIO& io) {
   const sy_moe::ExpertLayout l = sy_moe::expert_layout(x, idx.numel(), K, N, columns_, name_);
   auto y = io.allocate_output(0, SY_DTYPE_FLOAT32, l.out_dims);
   if (l.entries == 0 || l.P == 0) return;
-  sy_moe::ExpertRows rows;
+  sy_moe::ExpertRows& rows = rows_;
   sy_moe::group_by_expert(idx, static_cast<int64_t>(experts_.size()), rows, name_);
   const int64_t R = l.entries * l.P;
   scratch_.resize(static_cast<size_t>(R * (K + N)));

@@ -287,6 +287,7 @@ bool QuantizePass::run(GraphRef& g, const sy::plugin::Options& options) {
       auto spec = table.lookup(g.name(n), g.value_name(g.input(n, 2)));
       if (!spec) ++kept;
       else if (quantize_experts(g, n, *spec, bytes_before, bytes_after)) ++experts;
+      else left.push_back("ExpertMatMul '" + g.name(n) + "': its expert stack is not a constant float32 [E, ., .]");
       continue;
     }
     const bool matmul = g.is(n, "MatMul"), gemm = g.is(n, "Gemm");

@@ -6,6 +6,7 @@
 #pragma once
 #include <switchyard/plugin.hpp>
 
+#include "expert_rows.h"
 #include "qmatmul.h"
 
 namespace sy_quant {
@@ -50,6 +51,7 @@ class ExpertQMatMulKernel {
   std::vector<PackedMatrix> experts_;
   Isa isa_;
   std::vector<float> scratch_;
+  sy_moe::ExpertRows rows_;
 };
 // The optional bias input (index 5), checked against N; null when absent.
 const float* read_bias(sy::plugin::KernelIO& io, int64_t N, const std::string& name);
