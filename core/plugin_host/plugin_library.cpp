@@ -1,6 +1,7 @@
 #include "plugin_host/plugin_library.h"
 #include "plugin_host/components.h"
 
+#include <dlfcn.h>
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -50,6 +51,25 @@ std::recursive_mutex& loader_mutex() {
 }
 }  // namespace
 
+// The CUDA runtime registers a library's kernels when the library is opened
+// and unregisters them when it is closed; a library opened again after that
+// cannot launch them ("device kernel image is invalid", or a hang in the
+// launch stub), which the first GPU run showed when a CPU session closed the
+// fused plugin before a CUDA session opened it. So a library that links the
+// runtime (statically or not: its handle finds the registration entry) is
+// pinned in memory with RTLD_NODELETE. Its shutdown still runs when the last
+// holder lets go, and the next load runs its init again, as a second session
+// sharing it does. If the pin cannot be taken, the library keeps closing on
+// its last holder, as before.
+void PluginLibrary::pin_if_it_links_the_cuda_runtime(PluginLibrary& p) {
+  void* handle = p.lib_.native();
+  if (!handle || !dlsym(handle, "__cudaRegisterFatBinary")) return;
+  if (void* pin = dlopen(p.path_.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD | RTLD_NODELETE)) {
+    p.pinned_ = true;
+    dlclose(pin);  // drops the reference dlopen added; NODELETE stays with the library
+  }
+}
+
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, const std::optional<std::string>& sha256) {
   std::shared_ptr<PluginLibrary> p(new PluginLibrary());
   p->path_ = path;
@@ -74,6 +94,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const std::string& path, cons
   } catch (const std::exception& e) {
     SY_THROW("plugin " << path << ": cannot load the library: " << e.what());
   }
+  pin_if_it_links_the_cuda_runtime(*p);
   SY_CHECK(p->lib_.has(SY_PLUGIN_ENTRY_SYMBOL), "plugin " << path << ": no exported entry point '" SY_PLUGIN_ENTRY_SYMBOL
                                                           << "' (not a Switchyard plugin, or built without "
                                                              "SY_PLUGIN_EXPORT / with hidden visibility)");

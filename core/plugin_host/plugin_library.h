@@ -1,7 +1,8 @@
 // One loaded plugin library: opened with Boost.DLL (RTLD_NOW | RTLD_LOCAL, so
 // two plugins' symbols never meet), checked (sha256, ABI version, every
 // descriptor), and kept alive by whoever holds a component from it. The last
-// holder calls the plugin's shutdown and closes the library.
+// holder calls the plugin's shutdown and closes the library (one that links
+// the CUDA runtime stays mapped: see pin_if_it_links_the_cuda_runtime).
 #pragma once
 #include <boost/dll/shared_library.hpp>
 #include <memory>
@@ -33,16 +34,20 @@ class PluginLibrary {
   const sy_plugin_info& info() const { return *info_; }
   // 0 for a plugin built before ABI 1.4 (its description has no such list).
   int32_t num_logits_processors() const { return num_logits_processors_; }
+  // True when the library links the CUDA runtime and so is never unmapped.
+  bool pinned() const { return pinned_; }
 
  private:
   PluginLibrary() = default;
   void validate();
+  static void pin_if_it_links_the_cuda_runtime(PluginLibrary& p);
 
   boost::dll::shared_library lib_;
   const sy_plugin_info* info_ = nullptr;
   std::string path_, name_, version_, description_, sha256_;
   uint16_t abi_major_ = 0, abi_minor_ = 0;
   int32_t num_logits_processors_ = 0;
+  bool pinned_ = false;
 };
 
 // Lowercase hex SHA-256 of a file's bytes.

@@ -4,6 +4,7 @@
 // logits are bit-identical to the export's (the kernels round where the
 // graph rounds), so greedy continuations are identical, also under the
 // paged engine.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "engine/session.h"
 #include "manifest/manifest.h"
 #include "onnx_edit.h"
+#include "plugin_host/plugin_library.h"
 #include "test_support.h"
 
 namespace sy {
@@ -156,6 +158,42 @@ TEST(FusedRealExport, AChainWhoseIntermediateIsReadElsewhereIsLeftAsExportedAndN
   const auto ref = test::read_json(real + "/ref.json");
   const std::vector<int> prompt = ref["prompt"].get<std::vector<int>>();
   EXPECT_EQ(base->last_logits(prompt), fused->last_logits(prompt));
+}
+
+// Whether the loader still has the library at `path` mapped.
+bool mapped(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (h) dlclose(h);
+  return h != nullptr;
+}
+
+// The CUDA runtime unregisters a library's kernels when it is closed, and a
+// library opened again then cannot launch them (the first GPU run: a CPU
+// session closed the fused plugin, the CUDA session after it hung). A library
+// that links the runtime therefore stays mapped once opened, and its init
+// runs again at the next load; one without CUDA closes as before.
+TEST(FusedPlugin, ALibraryLinkingTheCudaRuntimeStaysMappedAndInitsAgain) {
+  {
+    auto contrib = PluginLibrary::load(SY_CONTRIB_PLUGIN, std::nullopt);
+    EXPECT_FALSE(contrib->pinned());
+  }
+  EXPECT_FALSE(mapped(SY_CONTRIB_PLUGIN)) << "a plugin without CUDA is closed by its last holder";
+  test::TempDir dir;
+  Manifest m = Manifest::load(manifest(dir, "stories260K"));
+  const std::vector<int> prompt{1, 403, 407, 261, 324};
+  std::vector<float> first;
+  {
+    auto s = Session::create(m.resolve("fused"));
+    first = s->last_logits(prompt);
+  }
+#ifdef SWITCHYARD_HAS_CUDA
+  EXPECT_TRUE(PluginLibrary::load(SY_FUSED_PLUGIN, std::nullopt)->pinned());
+  EXPECT_TRUE(mapped(SY_FUSED_PLUGIN)) << "the fused plugin links the CUDA runtime: it must stay mapped";
+#else
+  EXPECT_FALSE(mapped(SY_FUSED_PLUGIN));
+#endif
+  auto again = Session::create(m.resolve("fused"));
+  EXPECT_EQ(again->last_logits(prompt), first) << "a second session over the reopened library computes the same logits";
 }
 
 }  // namespace
