@@ -12,6 +12,8 @@
 //               [--no-fuse-experts]     (leave a mixture of experts' gathered expert matmuls as exported:
 //                                        fp32, whatever the scheme)
 //               [--quantize-option KEY=VALUE]...   (more options of the quantize pass, e.g. fuse_siblings=false)
+//               [--kv-dtype float32|float16|bfloat16|int8|fp8] [--block-size N]   (the paged cache's storage;
+//                                        default float32 and 16: long-context decode reads the cache, not the weights)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +46,7 @@ Figures run(const sy::EngineConfig& cfg, int decode, int prefill, int depth) {
 
 int main(int argc, char** argv) {
   std::string model, out = "bench-quant.json", schemes_arg = "fp32,int8,int4";
+  std::string kv_dtype = "float32", block_size = "16";
   int decode = 32, prefill = 128, threads = 2, depth = 8;
   bool fuse_pointwise = true, fuse_experts = true;
   std::vector<std::pair<std::string, std::string>> quantize_options;
@@ -58,6 +61,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prefill")) prefill = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--depth")) depth = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--kv-dtype")) kv_dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--block-size")) block_size = argv[++i];
     else if (!std::strcmp(argv[i], "--quantize-option")) {
       std::string kv = argv[++i];
       const size_t eq = kv.find('=');
@@ -76,15 +81,16 @@ int main(int argc, char** argv) {
   std::stringstream ss(schemes_arg);
   for (std::string s; std::getline(ss, s, ',');) schemes.push_back(s);
 
-  std::printf("%s, batch 1, %d threads; MBU against the memory-read bandwidth measured just before each scheme's run\n", model.c_str(),
-              threads);
+  std::printf("%s, batch 1, %d threads, KV %s in blocks of %s, decode after %d tokens; MBU (weights only) against the memory-read "
+              "bandwidth measured just before each scheme's run\n",
+              model.c_str(), threads, kv_dtype.c_str(), block_size.c_str(), depth);
   std::printf("%-8s %12s %10s %10s %12s %10s %9s %8s %10s\n", "scheme", "weights MB", "decode t/s", "x fp32", "prefill t/s", "eff. GB/s",
               "read GB/s", "MBU", "ms/token");
   nlohmann::json rows = nlohmann::json::array();
   double fp32_decode = 0;
   for (const auto& scheme : schemes) {
     // Long contexts (--depth): room in the context and the KV budget for them.
-    auto cfg = sy::bench::mode_config(model, "paged", {{"block_size", "16"}, {"budget_mb", depth > 2048 ? "4096" : "1024"}}, {}, threads);
+    auto cfg = sy::bench::mode_config(model, "paged", {{"block_size", block_size}, {"dtype", kv_dtype}, {"budget_mb", depth > 2048 ? "4096" : "1024"}}, {}, threads);
     cfg.max_context = std::max<int64_t>(cfg.max_context, depth + decode + 16);
     cfg.plugins.push_back(sy::PluginSpec{SY_QUANTIZE_PLUGIN, std::nullopt, "bench"});
     if (scheme != "fp32") {
@@ -126,7 +132,8 @@ int main(int argc, char** argv) {
                     {"decode_speedup_vs_fp32", fp32_decode > 0 ? f.decode_tps / fp32_decode : 0}, {"prefill_tokens_per_s", f.prefill_tps},
                     {"effective_gbs", gbs}, {"read_bandwidth_gbs", bw}, {"mbu", gbs / bw}});
   }
-  std::ofstream(out) << nlohmann::json{{"model", model}, {"threads", threads}, {"batch", 1}, {"fuse_pointwise", fuse_pointwise}, {"rows", rows}}.dump(2)
+  std::ofstream(out) << nlohmann::json{{"model", model}, {"threads", threads}, {"batch", 1}, {"fuse_pointwise", fuse_pointwise},
+                                     {"kv_dtype", kv_dtype}, {"block_size", std::stoi(block_size)}, {"depth", depth}, {"rows", rows}}.dump(2)
                      << "\n";
   return 0;
 }

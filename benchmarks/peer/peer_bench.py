@@ -22,7 +22,10 @@ llama.cpp comes from PyPI's llama-cpp-python source package
       --presets 110m,tinyllama-1.1b --threads 1,2 --rounds 2 --out peer.json
 
 --depths 4096,16384 measures decode after that many tokens of context instead
-(llama.cpp with flash attention on), rounds interleaved as above.
+(llama.cpp with flash attention on), rounds interleaved as above; both engines
+keep the cache in the same type (--kv-dtype fp16, llama.cpp's default and
+Switchyard's cache option; or int8 against llama.cpp's q8_0 cache), and
+--block-size sets Switchyard's cache block.
 
 --gguf FILE runs one GGUF file in both engines instead of the synth presets:
 Switchyard loads it directly (its Q8_0/Q4_0/Q4_1 blocks as they are), llama.cpp
@@ -91,10 +94,16 @@ def switchyard(a, onnx, precision, threads):
             "weight_bytes": row["weight_bytes_per_token"], "bandwidth_gbs": row["read_bandwidth_gbs"], "log": log}
 
 
+# The KV cache type on each side: Switchyard's cache dtype option and
+# llama.cpp's -ctk/-ctv (llama.cpp refuses a float32 cache with flash attention).
+KV_TYPES = {"fp16": ("fp16", "f16"), "int8": ("int8", "q8_0")}
+
+
 def llama_cpp_depth(a, gguf, threads, depth):
     """Decode tokens/s after `depth` tokens of context, flash attention on."""
+    kv = KV_TYPES[a.kv_dtype][1]
     out = run([os.path.join(a.llama, "llama-bench"), "-m", gguf, "-p", "0", "-n", str(a.decode), "-d", str(depth), "-t", str(threads),
-               "-fa", "on", "-lm", "none", "-r", "1", "-o", "json"])
+               "-fa", "on", "-ctk", kv, "-ctv", kv, "-lm", "none", "-r", "1", "-o", "json"])
     decode = next(r for r in json.loads(out) if r["n_gen"] > 0)
     return {"decode_tps": decode["avg_ts"]}
 
@@ -104,7 +113,8 @@ def switchyard_depth(a, onnx, precision, threads, depth):
     env = dict(os.environ)
     env["SWITCHYARD_PLUGIN_DIR"] = os.path.join(a.build, "plugins")
     run([os.path.join(a.build, "benchmarks", "bench_quant"), "--model", onnx, "--schemes", precision, "--threads", str(threads),
-         "--decode", str(a.decode), "--prefill", "0", "--depth", str(depth), "--out", out_json], env=env)
+         "--decode", str(a.decode), "--prefill", "0", "--depth", str(depth), "--kv-dtype", KV_TYPES[a.kv_dtype][0],
+         "--block-size", str(a.block_size), "--out", out_json], env=env)
     return {"decode_tps": json.load(open(out_json))["rows"][0]["decode_tokens_per_s"]}
 
 
@@ -125,6 +135,7 @@ def depth_rows(a):
                             else:
                                 lc.append(llama_cpp_depth(a, gguf[precision], threads, depth))
                     row = {"preset": preset, "precision": precision, "threads": threads, "depth": depth, "rounds": a.rounds,
+                           "kv_dtype": a.kv_dtype, "block_size": a.block_size,
                            "switchyard_decode_tps": statistics.median(x["decode_tps"] for x in sy),
                            "llama_cpp_decode_tps": statistics.median(x["decode_tps"] for x in lc)}
                     row["decode_ratio"] = row["switchyard_decode_tps"] / row["llama_cpp_decode_tps"]
@@ -180,6 +191,9 @@ def main():
     ap.add_argument("--depths", default="",
                     help="comma-separated context lengths: decode after that many tokens instead of the prefill/decode rows "
                          "(llama.cpp with flash attention)")
+    ap.add_argument("--kv-dtype", choices=sorted(KV_TYPES), default="fp16",
+                    help="the KV cache type in both engines for --depths (int8: llama.cpp's q8_0)")
+    ap.add_argument("--block-size", type=int, default=16, help="Switchyard's KV cache block for --depths")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 -o -w -E 'avx512_vnni|avx512vnni' /proc/cpuinfo;"
