@@ -12,6 +12,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FL
   -DSWITCHYARD_BUILD_BENCHMARKS=OFF -DSWITCHYARD_CUDA=OFF -DPython3_EXECUTABLE="$(command -v python3)" > /dev/null
 cmake --build "$BUILD" -j"${JOBS:-2}" --target test_step_engine test_hardening test_plugin_faults test_core test_c_api switchyard switchyard_attention \
   switchyard_cache switchyard_scheduler switchyard_speculative sy_test_fault
+SUPPRESSIONS="$PWD/tests/tsan.supp"
 cd "$BUILD"
 # halt_on_error: the first race fails the test that hit it. The two
 # statistical speculative tests (thousands of sampled sequences through the
@@ -20,6 +21,7 @@ cd "$BUILD"
 # quantized-weights equality sweeps (the same engine and drafter threads as
 # the penalties and structured-output ones, repeated over models, drafters
 # and schemes). They run in the ASan stage.
-SWITCHYARD_TSAN=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+# tests/tsan.supp: races reported inside uninstrumented httplib only.
+SWITCHYARD_TSAN=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$SUPPRESSIONS" \
   ctest --output-on-failure -j2 -R "StepEngine|Scheduler|Speculative|StructuredOutput|FaultInjection|PluginFaults\\.|Limits|CacheManager|ThreadPool|CApi|openai_server$" \
   -E "Speculative\\.SamplingPreservesTheTargetDistribution|Speculative\\.PluginDrafterThatSamples|Speculative\\.GreedyOutputsIdenticalWithEveryDrafterOnEveryModel|Speculative\\.GreedyOutputsIdenticalOnQuantizedWeights"
