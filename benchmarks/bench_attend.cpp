@@ -76,12 +76,12 @@ int main(int argc, char** argv) {
     for (int32_t r = 0; r < s.rows; ++r) last[static_cast<size_t>(r)] = ctx - tokens + r / s.group;  // the context's last tokens
     int64_t row_keys = 0;
     for (int64_t l : last) row_keys += l + 1;
-    std::vector<float> o(q.size()), scratch(static_cast<size_t>(attend_scratch_floats(s.rows, s.D)));
+    std::vector<float> o(q.size()), scratch(static_cast<size_t>(attend_scratch_floats(s.rows, s.D, s.D)));
     for (const char* build : {"generic", "avx2", "avx512"}) {
       AttendFn fn = attend_build(build);
       if (!fn || (!only_build.empty() && only_build != build)) continue;
-      AttendTile t{s.D, BS, s.KVH, 0, table.data(), k.data(), v.data(), SY_DTYPE_FLOAT32, 0.125f, 0.f, 0,
-                   s.rows, q.data(), last.data(), o.data(), nullptr};
+      AttendTile t{s.D,   s.D,      BS,          s.KVH,    0,       table.data(), k.data(), v.data(), 0, SY_DTYPE_FLOAT32,
+                   0.125f, 0.f,    0,           s.rows,   q.data(), last.data(), o.data(), nullptr};
       // Enough calls per sample for about 20 ms; best of 7 samples.
       fn(t, scratch.data());
       int calls = 1;

@@ -3,7 +3,8 @@
 // over the same paged cache (GQA groups, block sizes that do and do not
 // divide the 32-key chunks, windows, soft-capping, half-precision caches,
 // int8 and fp8 rows with their scales,
-// attention sinks),
+// attention sinks, values of another size than keys, latent attention's
+// keys joined from two cached rows),
 // and row-independent: a row attends to the same bits alone or in any tile
 // (what keeps batching, chunked prefill and speculative verification equal
 // to plain decoding).
@@ -29,12 +30,16 @@ std::vector<std::pair<const char*, AttendFn>> builds() {
   return out;
 }
 
-// One sequence's paged cache: `ctx` positions in shuffled blocks.
+// One sequence's paged cache: `ctx` positions in shuffled blocks. Its key
+// rows hold KD values and its value rows VD. A key is D values: the key row,
+// or with latent attention the key row and the value row joined; a value is
+// DV values: the value row, or the first DV values of the latent key.
 struct Cache {
-  int64_t D, BS, KVH, ctx;
+  int64_t D, DV, KD, VD, BS, KVH, ctx;
+  bool latent;
   int32_t dtype;
   std::vector<int32_t> table;
-  std::vector<float> k, v;       // the values as float (what the kernel should read)
+  std::vector<float> k, v;       // the rows as float (what the kernel should read)
   std::vector<uint16_t> kh, vh;  // stored as halves when dtype is 16-bit
   std::vector<uint8_t> kq, vq;   // stored as quantized rows (codes + scale) when int8 or fp8
   const void* kp() const {
@@ -43,54 +48,62 @@ struct Cache {
   const void* vp() const {
     return dtype == SY_DTYPE_FLOAT32 ? static_cast<const void*>(v.data()) : SY_KV_ROW_QUANTIZED(dtype) ? static_cast<const void*>(vq.data()) : vh.data();
   }
-  float key(int64_t pos, int64_t g, int64_t d) const { return k[at(pos, g) + d]; }
-  float value(int64_t pos, int64_t g, int64_t d) const { return v[at(pos, g) + d]; }
-  size_t at(int64_t pos, int64_t g) const {
-    return static_cast<size_t>(((table[static_cast<size_t>(pos / BS)] * KVH + g) * BS + pos % BS) * D);
+  float key(int64_t pos, int64_t g, int64_t d) const {
+    return d < KD ? k[at(pos, g) * static_cast<size_t>(KD) + static_cast<size_t>(d)] : v[at(pos, g) * static_cast<size_t>(VD) + static_cast<size_t>(d - KD)];
+  }
+  float value(int64_t pos, int64_t g, int64_t d) const {
+    return latent ? key(pos, g, d) : v[at(pos, g) * static_cast<size_t>(VD) + static_cast<size_t>(d)];
+  }
+  size_t at(int64_t pos, int64_t g) const {  // the row index
+    return static_cast<size_t>((table[static_cast<size_t>(pos / BS)] * KVH + g) * BS + pos % BS);
   }
 };
 
-Cache make_cache(int64_t D, int64_t BS, int64_t KVH, int64_t ctx, int32_t dtype, std::mt19937& rng) {
-  Cache c{D, BS, KVH, ctx, dtype, {}, {}, {}, {}, {}, {}, {}};
+// Rows of `width` values, stored in `dtype`; `vals` becomes what the kernel reads back.
+void store_rows(std::vector<float>& vals, int64_t width, int32_t dtype, std::vector<uint16_t>& halves, std::vector<uint8_t>& quantized) {
+  const size_t size = vals.size();
+  if (SY_KV_ROW_QUANTIZED(dtype)) {
+    // Rows quantized as the kernel's writer does; the reference reads them
+    // back through the SDK's decoding, so the kernel must match it exactly.
+    const size_t rows = size / static_cast<size_t>(width), rb = static_cast<size_t>(kv_row_bytes(dtype, width));
+    quantized.resize(rows * rb);
+    for (size_t r = 0; r < rows; ++r) {
+      uint8_t* row = quantized.data() + r * rb;
+      sy::plugin::quantize_kv_row(vals.data() + r * static_cast<size_t>(width), width, dtype, row);
+      const float scale = sy::plugin::kv_row_scale(row, width);
+      for (int64_t d = 0; d < width; ++d) {
+        const float code = dtype == SY_DTYPE_INT8 ? static_cast<float>(static_cast<int8_t>(row[d])) : sy::plugin::e4m3_table()[row[d]];
+        vals[r * static_cast<size_t>(width) + static_cast<size_t>(d)] = code * scale;
+      }
+    }
+  } else if (dtype != SY_DTYPE_FLOAT32) {
+    halves.resize(size);
+    for (size_t i = 0; i < size; ++i) {
+      halves[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(vals[i]) : sy::plugin::f32_to_bf16(vals[i]);
+      vals[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f16_to_f32(halves[i]) : sy::plugin::bf16_to_f32(halves[i]);
+    }
+  }
+}
+
+// D: the key's size; DV: the value's (0: D); latent > 0: the key row's size
+// in a latent cache (the value row holds the rest of the key).
+Cache make_cache(int64_t D, int64_t DV, int64_t latent, int64_t BS, int64_t KVH, int64_t ctx, int32_t dtype, std::mt19937& rng) {
+  DV = DV > 0 ? DV : D;
+  const int64_t KD = latent > 0 ? latent : D, VD = latent > 0 ? D - latent : DV;
+  Cache c{D, DV, KD, VD, BS, KVH, ctx, latent > 0, dtype, {}, {}, {}, {}, {}, {}, {}};
   const int64_t blocks = (ctx + BS - 1) / BS + 3;  // spare blocks the table skips
   std::vector<int32_t> order(static_cast<size_t>(blocks));
   for (int64_t i = 0; i < blocks; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   std::shuffle(order.begin(), order.end(), rng);
   c.table.assign(order.begin(), order.begin() + (ctx + BS - 1) / BS);
   std::normal_distribution<float> n(0.f, 1.f);
-  const size_t size = static_cast<size_t>(blocks * KVH * BS * D);
-  c.k.resize(size);
-  c.v.resize(size);
-  for (size_t i = 0; i < size; ++i) {
-    c.k[i] = n(rng);
-    c.v[i] = n(rng);
-  }
-  if (SY_KV_ROW_QUANTIZED(dtype)) {
-    // Rows quantized as the kernel's writer does; the reference reads them
-    // back through the SDK's decoding, so the kernel must match it exactly.
-    const size_t rows = size / static_cast<size_t>(D), rb = static_cast<size_t>(kv_row_bytes(dtype, D));
-    c.kq.resize(rows * rb);
-    c.vq.resize(rows * rb);
-    for (size_t r = 0; r < rows; ++r)
-      for (auto [src, dst] : {std::pair{&c.k, &c.kq}, std::pair{&c.v, &c.vq}}) {
-        uint8_t* row = dst->data() + r * rb;
-        sy::plugin::quantize_kv_row(src->data() + r * static_cast<size_t>(D), D, dtype, row);
-        const float scale = sy::plugin::kv_row_scale(row, D);
-        for (int64_t d = 0; d < D; ++d) {
-          const float code = dtype == SY_DTYPE_INT8 ? static_cast<float>(static_cast<int8_t>(row[d])) : sy::plugin::e4m3_table()[row[d]];
-          (*src)[r * static_cast<size_t>(D) + static_cast<size_t>(d)] = code * scale;
-        }
-      }
-  } else if (dtype != SY_DTYPE_FLOAT32) {
-    c.kh.resize(size);
-    c.vh.resize(size);
-    for (size_t i = 0; i < size; ++i) {
-      c.kh[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(c.k[i]) : sy::plugin::f32_to_bf16(c.k[i]);
-      c.vh[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(c.v[i]) : sy::plugin::f32_to_bf16(c.v[i]);
-      c.k[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f16_to_f32(c.kh[i]) : sy::plugin::bf16_to_f32(c.kh[i]);
-      c.v[i] = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f16_to_f32(c.vh[i]) : sy::plugin::bf16_to_f32(c.vh[i]);
-    }
-  }
+  const size_t rows = static_cast<size_t>(blocks * KVH * BS);
+  c.k.resize(rows * static_cast<size_t>(KD));
+  c.v.resize(rows * static_cast<size_t>(VD));
+  for (auto& x : c.k) x = n(rng);
+  for (auto& x : c.v) x = n(rng);
+  store_rows(c.k, KD, dtype, c.kh, c.kq);
+  store_rows(c.v, VD, dtype, c.vh, c.vq);
   return c;
 }
 
@@ -101,18 +114,26 @@ struct Case {
   int64_t window = 0;
   int32_t dtype = SY_DTYPE_FLOAT32;
   bool sinks = false;  // gpt-oss's attention sinks: a row's sink is twice its query's first value
+  int64_t value_dim = 0;   // 0: D
+  int64_t latent_dim = 0;  // > 0: latent attention, key rows of this size
+  int64_t DV() const { return value_dim > 0 ? value_dim : D; }
 };
+
+Cache make_cache(const Case& cs, std::mt19937& rng) {
+  return make_cache(cs.D, cs.value_dim, cs.latent_dim, cs.BS, cs.KVH, cs.ctx, cs.dtype, rng);
+}
 
 float sink_of(const float* q) { return 2.f * q[0]; }
 
 std::vector<float> run(AttendFn fn, const Cache& c, int64_t g, const Case& cs, const std::vector<float>& q,
                        const std::vector<int64_t>& last, float scale) {
   const auto rows = static_cast<int32_t>(last.size());
-  std::vector<float> out(static_cast<size_t>(rows * c.D), std::nanf("")), scratch(static_cast<size_t>(attend_scratch_floats(rows, c.D)));
+  std::vector<float> out(static_cast<size_t>(rows * c.DV), std::nanf("")),
+      scratch(static_cast<size_t>(attend_scratch_floats(rows, c.D, c.DV)));
   std::vector<float> sinks;
   for (int32_t r = 0; r < rows && cs.sinks; ++r) sinks.push_back(sink_of(q.data() + r * c.D));
-  AttendTile t{c.D, c.BS, c.KVH, g, c.table.data(), c.kp(), c.vp(), c.dtype, scale, cs.softcap, cs.window, rows, q.data(), last.data(),
-               out.data(), cs.sinks ? sinks.data() : nullptr};
+  AttendTile t{c.D,      c.DV,      c.BS, c.KVH,    g,           c.table.data(), c.kp(), c.vp(), c.latent ? c.KD : 0, c.dtype, scale,
+               cs.softcap, cs.window, rows, q.data(), last.data(), out.data(),     cs.sinks ? sinks.data() : nullptr};
   fn(t, scratch.data());
   return out;
 }
@@ -131,9 +152,9 @@ std::vector<double> reference(const Cache& c, int64_t g, const Case& cs, const f
   if (cs.sinks) mx = std::max(mx, static_cast<double>(sink_of(q)));
   double sum = cs.sinks ? std::exp(sink_of(q) - mx) : 0.0;  // the sink: a key whose value is zero
   for (double& x : s) sum += (x = std::exp(x - mx));
-  std::vector<double> o(static_cast<size_t>(c.D), 0.0);
+  std::vector<double> o(static_cast<size_t>(c.DV), 0.0);
   for (int64_t p = first; p <= last; ++p)
-    for (int64_t d = 0; d < c.D; ++d) o[static_cast<size_t>(d)] += s[static_cast<size_t>(p - first)] / sum * c.value(p, g, d);
+    for (int64_t d = 0; d < c.DV; ++d) o[static_cast<size_t>(d)] += s[static_cast<size_t>(p - first)] / sum * c.value(p, g, d);
   return o;
 }
 
@@ -157,6 +178,13 @@ std::vector<Case> cases() {
       {24, 8, 2, 70, 5, 0.f, 32, SY_DTYPE_INT8},                 // int8, a partial vector, a window
       {64, 16, 2, 300, 6, 0.f, 0, SY_DTYPE_FLOAT32, true},       // attention sinks (gpt-oss)
       {64, 16, 2, 120, 4, 0.f, 16, SY_DTYPE_FLOAT32, true},      // sinks in a sliding window (gpt-oss's local layers)
+      {48, 16, 2, 140, 6, 0.f, 0, SY_DTYPE_FLOAT32, false, 32},  // values smaller than keys (DeepSeek's 192 / 128, uncompressed)
+      {24, 8, 2, 90, 4, 0.f, 0, SY_DTYPE_FLOAT16, false, 40},    // values larger than keys, half precision
+      // Latent attention (MLA): keys joined from the latent row and the rotary row.
+      {24, 16, 1, 130, 16, 0.f, 0, SY_DTYPE_FLOAT32, false, 0, 16},   // the DeepSeek-V3 export's 16 + 8, 4 heads x 4 tokens
+      {80, 16, 1, 200, 8, 0.f, 0, SY_DTYPE_FLOAT16, false, 0, 64},    // 64 + 16, half precision
+      {40, 8, 1, 75, 5, 0.f, 0, SY_DTYPE_INT8, false, 40, 24},        // int8 rows; values that read the rotary part too
+      {72, 16, 1, 300, 4, 0.f, 32, SY_DTYPE_BFLOAT16, false, 0, 64},  // bfloat16, a sliding window
   };
 }
 
@@ -166,7 +194,7 @@ TEST(Attend, MatchesADoublePrecisionReference) {
     std::printf("[build %s]\n", name);
     for (const Case& cs : cases()) {
       std::mt19937 rng(static_cast<uint32_t>(cs.D * 131 + cs.ctx));
-      Cache c = make_cache(cs.D, cs.BS, cs.KVH, cs.ctx, cs.dtype, rng);
+      Cache c = make_cache(cs, rng);
       std::normal_distribution<float> n(0.f, 1.f);
       std::vector<float> q(static_cast<size_t>(cs.rows * cs.D));
       for (auto& x : q) x = n(rng);
@@ -180,10 +208,10 @@ TEST(Attend, MatchesADoublePrecisionReference) {
         double worst = 0;
         for (int32_t r = 0; r < cs.rows; ++r) {
           auto ref = reference(c, g, cs, q.data() + r * cs.D, last[static_cast<size_t>(r)], scale);
-          for (int64_t d = 0; d < cs.D; ++d)
-            worst = std::max(worst, std::abs(out[static_cast<size_t>(r * cs.D + d)] - ref[static_cast<size_t>(d)]));
+          for (int64_t d = 0; d < cs.DV(); ++d)
+            worst = std::max(worst, std::abs(out[static_cast<size_t>(r * cs.DV() + d)] - ref[static_cast<size_t>(d)]));
         }
-        EXPECT_LT(worst, 2e-5) << name << " D " << cs.D << " BS " << cs.BS << " ctx " << cs.ctx << " rows " << cs.rows << " kv head " << g;
+        EXPECT_LT(worst, 2e-5) << name << " D " << cs.D << " DV " << cs.DV() << " latent " << cs.latent_dim << " BS " << cs.BS << " ctx " << cs.ctx << " rows " << cs.rows << " kv head " << g;
       }
     }
   }
@@ -193,7 +221,7 @@ TEST(Attend, ARowIsTheSameBitsAloneOrInAnyTile) {
   for (auto [name, fn] : builds())
     for (const Case& cs : cases()) {
       std::mt19937 rng(static_cast<uint32_t>(cs.D * 7 + cs.ctx));
-      Cache c = make_cache(cs.D, cs.BS, cs.KVH, cs.ctx, cs.dtype, rng);
+      Cache c = make_cache(cs, rng);
       std::normal_distribution<float> n(0.f, 1.f);
       std::uniform_int_distribution<int64_t> pos(0, cs.ctx - 1);
       std::vector<float> q(static_cast<size_t>(cs.rows * cs.D));
@@ -205,7 +233,7 @@ TEST(Attend, ARowIsTheSameBitsAloneOrInAnyTile) {
       for (int32_t r = 0; r < cs.rows; ++r) {
         std::vector<float> one(q.begin() + r * cs.D, q.begin() + (r + 1) * cs.D);
         auto alone = run(fn, c, 0, cs, one, {last[static_cast<size_t>(r)]}, scale);
-        EXPECT_EQ(0, std::memcmp(alone.data(), tile.data() + r * cs.D, static_cast<size_t>(cs.D) * sizeof(float)))
+        EXPECT_EQ(0, std::memcmp(alone.data(), tile.data() + r * cs.DV(), static_cast<size_t>(cs.DV()) * sizeof(float)))
             << name << " D " << cs.D << " BS " << cs.BS << " row " << r << " at position " << last[static_cast<size_t>(r)];
       }
     }
