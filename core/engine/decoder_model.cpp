@@ -133,6 +133,7 @@ void DecoderModel::discover_interface() {
     layers.insert(n.attr_int("layer", -1));
     kv_heads_ = n.attr_int("kv_heads", 0);
     head_dim_ = n.attr_int("head_dim", 0);
+    value_dim_ = n.attr_int("value_head_dim", 0);  // the cached value rows, where they differ from the keys
   }
   paged_ = !layers.empty();
   io_ = discover_model_io(g, path_, genai_ ? &*genai_ : nullptr, {"logits_indices"}, paged_);
@@ -166,9 +167,14 @@ void DecoderModel::discover_interface() {
       const Value& v = g.values[static_cast<size_t>(g.inputs[i])];
       SY_CHECK(past_slots.count(slot) && uses_by_data[static_cast<size_t>(g.inputs[i])] == 0,
                path_ << ": after attention fusion graph input '" << v.name << "' is still read; some attention subgraph was not fused");
-      Shape s{1, kv_heads_, 0, head_dim_};
-      for (const KvLayer& l : io_.layers)
-        if (l.past_key == slot && l.key_seq_axis == 3) s = Shape{1, kv_heads_, head_dim_, 0};
+      // Their exported geometry (a latent layer's fused op caches what the export did).
+      const int64_t kvh = io_.kv_heads > 0 ? io_.kv_heads : kv_heads_;
+      const int64_t kd = io_.head_dim > 0 ? io_.head_dim : head_dim_, vd = io_.value_dim > 0 ? io_.value_dim : kd;
+      Shape s{1, kvh, 0, vd};
+      for (const KvLayer& l : io_.layers) {
+        if (l.past_key == slot) s = Shape{1, kvh, 0, kd};
+        if (l.past_key == slot && l.key_seq_axis == 3) s = Shape{1, kvh, kd, 0};
+      }
       shape_only_inputs_.emplace_back(slot, Tensor::empty(v.dtype == DType::Undefined ? DType::F32 : v.dtype, s));
     }
     return;

@@ -185,6 +185,7 @@ void Session::create_cache_manager() {
   cc.num_layers = m.num_layers();
   cc.kv_heads = static_cast<int32_t>(m.kv_heads());
   cc.head_dim = static_cast<int32_t>(m.head_dim());
+  cc.value_head_dim = static_cast<int32_t>(m.value_dim());
   cc.dtype = SY_DTYPE_FLOAT32;
   cc.device = SY_DEVICE_CPU;
   cc.device_index = 0;

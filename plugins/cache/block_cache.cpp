@@ -13,12 +13,15 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy devi
     throw std::invalid_argument("cache: layers, kv_heads, head_dim, block_size and num_blocks must be positive");
   if (c.num_blocks > INT32_MAX) throw std::invalid_argument("cache: too many blocks");
   if (c.element_bytes != 4 && c.element_bytes != 2 && c.element_bytes != 1) throw std::invalid_argument("cache: elements must be 4, 2 or 1 bytes");
-  block_bytes_ = static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(c.head_dim) *
-                 static_cast<size_t>(c.element_bytes);
-  size_t bytes = block_bytes_ * static_cast<size_t>(c.num_blocks);
+  if (c.value_dim < 0) throw std::invalid_argument("cache: value_dim must be >= 0");
+  auto block_bytes = [&](int32_t elements) {
+    return static_cast<size_t>(c.kv_heads) * static_cast<size_t>(c.block_size) * static_cast<size_t>(elements) * static_cast<size_t>(c.element_bytes);
+  };
+  k_block_bytes_ = block_bytes(c.head_dim);
+  v_block_bytes_ = block_bytes(c.value_dim > 0 ? c.value_dim : c.head_dim);
   for (int32_t l = 0; l < c.layers; ++l) {
-    auto* k = static_cast<std::byte*>(storage_alloc(bytes));
-    auto* v = static_cast<std::byte*>(storage_alloc(bytes));
+    auto* k = static_cast<std::byte*>(storage_alloc(k_block_bytes_ * static_cast<size_t>(c.num_blocks)));
+    auto* v = static_cast<std::byte*>(storage_alloc(v_block_bytes_ * static_cast<size_t>(c.num_blocks)));
     if (!k || !v) {
       storage_free(k);
       storage_free(v);
@@ -37,7 +40,7 @@ BlockCache::BlockCache(const Config& c, const sy_host_api* host, DeviceCopy devi
     if (!c.prefix_caching) throw std::invalid_argument("cache: a disk tier holds prefix-cache blocks: use prefix-caching");
     if (c.device != SY_DEVICE_CPU) throw std::invalid_argument("cache: the disk tier keeps KV of host-memory caches only");
     if (c.model_fingerprint == 0) throw std::invalid_argument("cache: the disk tier needs the model's fingerprint (a host of ABI 1.7 or later)");
-    const BlockGeometry g{c.layers, c.kv_heads, c.head_dim, c.element_bytes, c.block_size, c.dtype, c.model_fingerprint};
+    const BlockGeometry g{c.layers, c.kv_heads, c.head_dim, c.element_bytes, c.block_size, c.dtype, c.model_fingerprint, c.value_dim};
     const sy_host_api* h = host_;
     disk_ = std::make_unique<DiskTier>(c.disk_dir, c.disk_bytes, g, [h](const std::string& m) {
       if (h && h->log) h->log(SY_LOG_WARNING, m.c_str());
@@ -131,11 +134,11 @@ void BlockCache::drop_ref(int32_t b) {
 }
 
 void BlockCache::copy_block(int32_t from, int32_t to) {
-  const size_t bytes = block_bytes_;
+  const size_t kb = k_block_bytes_, vb = v_block_bytes_;
   auto copy = c_.device == SY_DEVICE_CPU ? [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); } : device_copy_;
   for (int32_t l = 0; l < c_.layers; ++l) {
-    copy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * bytes, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * bytes, bytes);
-    copy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * bytes, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * bytes, bytes);
+    copy(k_[static_cast<size_t>(l)] + static_cast<size_t>(to) * kb, k_[static_cast<size_t>(l)] + static_cast<size_t>(from) * kb, kb);
+    copy(v_[static_cast<size_t>(l)] + static_cast<size_t>(to) * vb, v_[static_cast<size_t>(l)] + static_cast<size_t>(from) * vb, vb);
   }
 }
 
@@ -153,13 +156,13 @@ void BlockCache::register_block(int32_t b, uint64_t hash, int32_t parent, const 
 }
 
 void BlockCache::store_on_disk(int32_t b, uint64_t hash, uint64_t parent_hash, const int32_t* tokens) {
-  const size_t bytes = block_bytes_;
-  std::vector<uint8_t> payload(2 * static_cast<size_t>(c_.layers) * bytes);
+  const size_t kb = k_block_bytes_, vb = v_block_bytes_;
+  std::vector<uint8_t> payload(static_cast<size_t>(c_.layers) * (kb + vb));
   uint8_t* out = payload.data();
   for (int32_t l = 0; l < c_.layers; ++l) {
-    std::memcpy(out, k_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, bytes);
-    std::memcpy(out + bytes, v_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, bytes);
-    out += 2 * bytes;
+    std::memcpy(out, k_[static_cast<size_t>(l)] + static_cast<size_t>(b) * kb, kb);
+    std::memcpy(out + kb, v_[static_cast<size_t>(l)] + static_cast<size_t>(b) * vb, vb);
+    out += kb + vb;
   }
   disk_->store(hash, parent_hash, tokens, std::move(payload));
 }
@@ -167,12 +170,12 @@ void BlockCache::store_on_disk(int32_t b, uint64_t hash, uint64_t parent_hash, c
 bool BlockCache::load_from_disk(int32_t b, uint64_t hash, uint64_t parent_hash, const int32_t* tokens) {
   std::vector<uint8_t> payload;
   if (!disk_->load(hash, parent_hash, tokens, payload)) return false;
-  const size_t bytes = block_bytes_;
+  const size_t kb = k_block_bytes_, vb = v_block_bytes_;
   const uint8_t* in = payload.data();
   for (int32_t l = 0; l < c_.layers; ++l) {
-    std::memcpy(k_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, in, bytes);
-    std::memcpy(v_[static_cast<size_t>(l)] + static_cast<size_t>(b) * bytes, in + bytes, bytes);
-    in += 2 * bytes;
+    std::memcpy(k_[static_cast<size_t>(l)] + static_cast<size_t>(b) * kb, in, kb);
+    std::memcpy(v_[static_cast<size_t>(l)] + static_cast<size_t>(b) * vb, in + kb, vb);
+    in += kb + vb;
   }
   return true;
 }

@@ -24,10 +24,13 @@ namespace sy_cache {
 
 struct Config {
   int32_t layers, kv_heads;
-  int32_t head_dim;  // elements per stored row (a quantized row: head_dim codes + its scale's bytes)
+  int32_t head_dim;  // elements per stored key row (a quantized row: head_dim codes + its scale's bytes)
   int32_t block_size;
   int64_t num_blocks;
   bool prefix_caching;
+  // Elements per stored value row, where values differ in size from keys
+  // (latent attention caches the latent as keys, the rotary key as values). 0: head_dim.
+  int32_t value_dim = 0;
   // Sliding-window attention: blocks wholly before the window of every
   // future query are freed (their table entries become -1). 0 = off.
   int32_t window = 0;
@@ -110,7 +113,7 @@ class BlockCache {
   DeviceCopy device_copy_;
   void* storage_alloc(size_t bytes);
   void storage_free(void* p);
-  size_t block_bytes_;
+  size_t k_block_bytes_, v_block_bytes_;  // one layer's key (value) block
   std::vector<std::byte*> k_, v_;
   std::unique_ptr<DiskTier> disk_;
   std::vector<int32_t> free_;

@@ -34,8 +34,9 @@ int32_t element_bytes(int32_t dtype) { return dtype == SY_DTYPE_FLOAT32 ? 4 : SY
 
 enum class Kind { Contiguous, Paged, Prefix };
 
-int64_t blocks_for_budget(const sy_cache_config* c, int32_t block_size, int64_t budget_mb, int32_t row_bytes) {
-  int64_t per_block = 2LL * c->num_layers * c->kv_heads * block_size * row_bytes;
+// key_value_bytes: a key row's and a value row's bytes together.
+int64_t blocks_for_budget(const sy_cache_config* c, int32_t block_size, int64_t budget_mb, int32_t key_value_bytes) {
+  int64_t per_block = int64_t{c->num_layers} * c->kv_heads * block_size * key_value_bytes;
   return std::max<int64_t>(1, budget_mb * 1024 * 1024 / per_block);
 }
 
@@ -60,6 +61,7 @@ class KvCache {
     // BlockCache sizes rows in elements of element_bytes; a quantized row is
     // head_dim codes and its scale, one byte each.
     sy_cache::Config cfg{c.num_layers, c.kv_heads, row_elements(dtype, c.head_dim), 0, 0, K == Kind::Prefix};
+    cfg.value_dim = row_elements(dtype, sy_cache_value_head_dim(&c));
     cfg.device = c.device;
     cfg.element_bytes = element_bytes(dtype);
     const int64_t budget_mb = opts.get_int("budget_mb");
@@ -76,7 +78,7 @@ class KvCache {
       // A host before 1.7 passes no fingerprint (its struct ends earlier).
       if (c.struct_size >= offsetof(sy_cache_config, model_fingerprint) + sizeof(uint64_t)) cfg.model_fingerprint = c.model_fingerprint;
     }
-    cfg.num_blocks = blocks_for_budget(&c, cfg.block_size, budget_mb, cfg.head_dim * cfg.element_bytes);
+    cfg.num_blocks = blocks_for_budget(&c, cfg.block_size, budget_mb, (cfg.head_dim + cfg.value_dim) * cfg.element_bytes);
     if (K != Kind::Contiguous) {
       const int64_t fixed = opts.get_int("num_blocks");
       if (fixed < 0) throw sy::plugin::Error("num_blocks must be >= 0", SY_INVALID_ARGUMENT);
@@ -84,6 +86,7 @@ class KvCache {
     }
     cache_ = std::make_unique<BlockCache>(cfg, sy::plugin::host(), device_copy);
     dims_ = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.head_dim};
+    value_dims_ = {cfg.num_blocks, cfg.kv_heads, cfg.block_size, cfg.value_dim};
     dtype_ = dtype;
   }
 
@@ -94,7 +97,7 @@ class KvCache {
     if (layer < 0 || layer >= cache_->config().layers) throw sy::plugin::Error("no layer " + std::to_string(layer), SY_INVALID_ARGUMENT);
     const int32_t device = cache_->config().device;
     k = sy_tensor{dtype_, 4, dims_.data(), cache_->keys(layer), device, 0};
-    v = sy_tensor{dtype_, 4, dims_.data(), cache_->values(layer), device, 0};
+    v = sy_tensor{dtype_, 4, value_dims_.data(), cache_->values(layer), device, 0};
   }
   // Only the prefix-caching kind offers match_prefix: the host reads its
   // absence as "no prefix sharing" (KV export refuses, for one).
@@ -117,7 +120,7 @@ class KvCache {
 
  private:
   std::unique_ptr<BlockCache> cache_;
-  std::vector<int64_t> dims_;  // [num_blocks, kv_heads, block_size, row elements]
+  std::vector<int64_t> dims_, value_dims_;  // [num_blocks, kv_heads, block_size, row elements] of keys, of values
   int32_t dtype_ = SY_DTYPE_FLOAT32;
 };
 

@@ -28,14 +28,19 @@
 namespace sy_cache {
 
 // What a block's bytes mean: files of another geometry are foreign.
+// (A file's header names the key rows' width; the value rows' width, which
+// differs only for models whose keys and values differ in size, is fixed by
+// the model the fingerprint names and checked through the payload's size.)
 struct BlockGeometry {
   int32_t layers, kv_heads, row_elements, element_bytes, block_size, dtype;
   uint64_t model_fingerprint;
-  size_t layer_bytes() const {  // one layer's key (or value) block
-    return static_cast<size_t>(kv_heads) * static_cast<size_t>(block_size) * static_cast<size_t>(row_elements) *
-           static_cast<size_t>(element_bytes);
+  int32_t value_row_elements = 0;  // 0: row_elements
+  size_t rows_bytes(int32_t elements) const {
+    return static_cast<size_t>(kv_heads) * static_cast<size_t>(block_size) * static_cast<size_t>(elements) * static_cast<size_t>(element_bytes);
   }
-  size_t payload_bytes() const { return 2 * static_cast<size_t>(layers) * layer_bytes(); }
+  size_t key_bytes() const { return rows_bytes(row_elements); }  // one layer's key block
+  size_t value_bytes() const { return rows_bytes(value_row_elements > 0 ? value_row_elements : row_elements); }
+  size_t payload_bytes() const { return static_cast<size_t>(layers) * (key_bytes() + value_bytes()); }
 };
 
 class DiskTier {

@@ -192,7 +192,8 @@ SY_FROZEN(sy_cache_config_block_size, offsetof(sy_cache_config, block_size) == 2
 SY_FROZEN(sy_cache_config_budget_bytes, offsetof(sy_cache_config, budget_bytes) == 32);
 SY_FROZEN(sy_cache_config_device_index, offsetof(sy_cache_config, device_index) == 40);
 SY_FROZEN(sy_cache_config_model_fingerprint, offsetof(sy_cache_config, model_fingerprint) == 48);
-SY_FROZEN(sy_cache_config_size, sizeof(sy_cache_config) == 56);
+SY_FROZEN(sy_cache_config_value_head_dim, offsetof(sy_cache_config, value_head_dim) == 56);
+SY_FROZEN(sy_cache_config_size, sizeof(sy_cache_config) == 64);
 SY_FROZEN(sy_cache_stats_struct_size, offsetof(sy_cache_stats, struct_size) == 0);
 SY_FROZEN(sy_cache_stats_total_blocks, offsetof(sy_cache_stats, total_blocks) == 4);
 SY_FROZEN(sy_cache_stats_free_blocks, offsetof(sy_cache_stats, free_blocks) == 8);

@@ -22,7 +22,7 @@ struct Cache {
   Cache(const std::string& name, int blocks, int block_size = 4, std::map<std::string, RawOption> extra = {}, uint64_t fingerprint = 0) {
     host.load(SY_CACHE_PLUGIN);
     const auto& e = components.get(ComponentKind::Cache, name, "t");
-    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0, 0, fingerprint};
+    sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 2, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, block_size, 0, 0, fingerprint, 0};
     extra["block_size"] = {std::to_string(block_size), "t"};
     extra["num_blocks"] = {std::to_string(blocks), "t"};
     auto opts = OptionValues::validate(e.options, extra, e.label());
@@ -34,6 +34,49 @@ struct Cache {
     return static_cast<float*>(k.data) + static_cast<int64_t>(block) * k.dims[1] * k.dims[2] * k.dims[3];
   }
 };
+
+// Value rows of another size than key rows (ABI 1.8: latent attention caches
+// its latent as keys and the rotary key as values); a host before 1.8 passes
+// a shorter config, whose values are as wide as its keys.
+TEST(CacheManager, ValueRowsMayDifferInSizeFromKeyRows) {
+  for (const bool host_1_8 : {true, false})
+    for (const char* dtype : {"fp32", "int8"}) {
+      ThreadPool threads{1};
+      HostContext ctx{&threads, nullptr};
+      KernelRegistry kernels = KernelRegistry::with_builtins();
+      ComponentRegistry components = ComponentRegistry::with_builtins();
+      PluginHost host{kernels, components, &ctx};
+      host.load(SY_CACHE_PLUGIN);
+      const auto& e = components.get(ComponentKind::Cache, "prefix-caching", "t");
+      sy_cache_config cfg{sizeof(sy_cache_config), 2, 1, 16, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0, 0, 8};
+      if (!host_1_8) cfg.struct_size = offsetof(sy_cache_config, value_head_dim);
+      auto opts = OptionValues::validate(e.options, {{"block_size", {"4", "t"}}, {"num_blocks", {"6", "t"}}, {"dtype", {dtype, "t"}}}, e.label());
+      PluginCacheManager cache(e, cfg, opts, &ctx);
+      const int64_t scale = std::string(dtype) == "int8" ? SY_KV_ROW_SCALE_BYTES : 0;
+      for (int layer = 0; layer < 2; ++layer) {
+        auto [k, v] = cache.storage(layer);
+        EXPECT_EQ(k.dims[3], 16 + scale);
+        EXPECT_EQ(v.dims[3], (host_1_8 ? 8 : 16) + scale) << dtype << (host_1_8 ? "" : ", a 1.7 host");
+        EXPECT_EQ(v.dims[0], k.dims[0]);
+      }
+      // Copy-on-write copies each part at its own size: a forked sequence
+      // that writes into a shared block sees its parent's keys and values.
+      ASSERT_TRUE(cache.allocate(1, 3));
+      auto [k, v] = cache.storage(1);
+      const int32_t b = cache.block_table(1)[0];
+      const int64_t kr = k.dims[1] * k.dims[2] * k.dims[3], vr = v.dims[1] * v.dims[2] * v.dims[3];
+      auto* kb = static_cast<uint8_t*>(k.data) + b * kr * (scale ? 1 : 4);
+      auto* vb = static_cast<uint8_t*>(v.data) + b * vr * (scale ? 1 : 4);
+      for (int64_t i = 0; i < kr * (scale ? 1 : 4); ++i) kb[i] = static_cast<uint8_t>(i * 7 + 1);
+      for (int64_t i = 0; i < vr * (scale ? 1 : 4); ++i) vb[i] = static_cast<uint8_t>(i * 5 + 3);
+      cache.fork(1, 2);
+      ASSERT_TRUE(cache.allocate(2, 1));  // writes into the shared partial block: copied first
+      const int32_t c = cache.block_table(2)[0];
+      ASSERT_NE(c, b);
+      EXPECT_EQ(0, std::memcmp(static_cast<uint8_t*>(k.data) + c * kr * (scale ? 1 : 4), kb, static_cast<size_t>(kr * (scale ? 1 : 4))));
+      EXPECT_EQ(0, std::memcmp(static_cast<uint8_t*>(v.data) + c * vr * (scale ? 1 : 4), vb, static_cast<size_t>(vr * (scale ? 1 : 4))));
+    }
+}
 
 std::vector<int32_t> seq_tokens(int n, int base = 100) {
   std::vector<int32_t> t;
@@ -153,7 +196,7 @@ TEST(CacheManager, AKvDtypeTheKernelCannotReadIsRefusedNamingBoth) {
   host.load(SY_CACHE_PLUGIN);
   const auto& e = components.get(ComponentKind::Cache, "paged", "t");
   for (const char* dtype : {"int8", "fp8", "fp16"}) {
-    sy_cache_config cfg{sizeof(sy_cache_config), 2, 2, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CUDA, 0, 0, 0, 0};
+    sy_cache_config cfg{sizeof(sy_cache_config), 2, 2, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CUDA, 0, 0, 0, 0, 0};
     auto opts = OptionValues::validate(e.options, {{"dtype", {dtype, "t"}}, {"num_blocks", {"4", "t"}}}, e.label());
     const std::string msg = test::error_of([&] { PluginCacheManager made(e, cfg, opts, &ctx); });
     EXPECT_NE(msg.find(std::string("cache dtype '") + dtype + "'"), std::string::npos) << msg;

@@ -70,7 +70,7 @@ TEST(PluginAbi, SchedulerCacheAndDrafterCallThroughTheHost) {
   EXPECT_EQ(plan[1].num_tokens, 4);
 
   const auto& ce = h.components.get(ComponentKind::Cache, "test-counter", "t");
-  sy_cache_config cfg{sizeof(sy_cache_config), 5, 4, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0, 0};
+  sy_cache_config cfg{sizeof(sy_cache_config), 5, 4, 8, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0, 0, 0};
   EXPECT_HAS(error_of([&] { OptionValues::validate(ce.options, {}, ce.label()); }), "required option 'capacity_tokens'");
   PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"10", "t"}}}, ce.label()), &h.ctx);
   EXPECT_TRUE(cache.allocate(1, 6));
@@ -122,7 +122,7 @@ TEST(PluginAbi, ErrorsCarryTheirKind) {
     EXPECT_EQ(e.kind(), ErrorKind::NotFound) << e.what();
   }
   const auto& ce = h.components.get(ComponentKind::Cache, "test-counter", "t");
-  sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 1, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0, 0};
+  sy_cache_config cfg{sizeof(sy_cache_config), 1, 1, 1, SY_DTYPE_FLOAT32, SY_DEVICE_CPU, 0, 0, 0, 0, 0};
   PluginCacheManager cache(ce, cfg, OptionValues::validate(ce.options, {{"capacity_tokens", {"8", "t"}}}, ce.label()), &h.ctx);
   try {
     cache.release(42);  // the plugin answers SY_NOT_FOUND with a message

@@ -2,19 +2,23 @@
 // a cached prompt prefix leave one engine as bytes and enter another's
 // prefix cache, where the next request with that prompt finds them.
 //
-// Format, version 2 (little-endian; written and read on little-endian hosts):
-//   "SYKV", u32 version = 2,
+// Format, version 3 (little-endian; written and read on little-endian hosts):
+//   "SYKV", u32 version = 3,
 //   u32 layers, kv_heads, block_size, head_dim, dtype (ONNX code), vocab,
-//   u32 num_blocks,
+//   u32 num_blocks, value_dim (the value rows' size: latent attention caches
+//   values of another size than keys),
 //   i32 tokens[num_blocks * block_size],
 //   u64 hashes[num_blocks]    (kv_block_hash chain over the tokens: checked on import),
 //   u64 checksums[num_blocks] (of each block's KV bytes: checked on import,
 //                              so corrupted values are never served),
 //   then for each block, for each layer: keys, values
-//   ([kv_heads, block_size, head_dim] elements each, as the cache stores them).
+//   ([kv_heads, block_size, head_dim] and [.., value_dim] elements, as the
+//   cache stores them).
 // The engines must run the same model with the same KV geometry and dtype.
-// Version 1 had no checksums; it is refused (its values cannot be checked).
+// Version 2 (no value_dim: values as wide as keys) is still read. Version 1
+// had no checksums; it is refused (its values cannot be checked).
 #include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "engine/step_engine.h"
@@ -26,18 +30,24 @@ static_assert(std::endian::native == std::endian::little, "the KV transfer forma
 namespace {
 
 constexpr char kMagic[4] = {'S', 'Y', 'K', 'V'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 struct Header {
-  uint32_t layers, kv_heads, block_size, head_dim, dtype, vocab, num_blocks;
+  uint32_t layers, kv_heads, block_size, head_dim, dtype, vocab, num_blocks, value_dim;
 };
+constexpr size_t kHeaderV2Bytes = offsetof(Header, value_dim);  // version 2 ended before value_dim
 
 // This engine's KV geometry, as the header records it (num_blocks left 0).
-Header geometry(const std::vector<sy_tensor>& keys, int32_t block_size, int64_t vocab) {
+Header geometry(const std::vector<sy_tensor>& keys, const std::vector<sy_tensor>& values, int32_t block_size, int64_t vocab) {
   const sy_tensor& k = keys[0];
   return Header{static_cast<uint32_t>(keys.size()), static_cast<uint32_t>(k.dims[1]), static_cast<uint32_t>(block_size),
                 static_cast<uint32_t>(k.dims[3]),     static_cast<uint32_t>(k.dtype),   static_cast<uint32_t>(std::max<int64_t>(vocab, 0)),
-                0};
+                0,                                    static_cast<uint32_t>(values[0].dims[3])};
+}
+
+// Bytes of one layer's key (value) block.
+size_t block_bytes(const sy_tensor& t) {
+  return static_cast<size_t>(t.dims[1] * t.dims[2] * t.dims[3]) * dtype_size(static_cast<DType>(t.dtype));
 }
 
 // A 64-bit checksum of a block's KV bytes, 8 bytes at a time (a
@@ -112,9 +122,8 @@ std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
   const auto layers = static_cast<int32_t>(runner_.key_cache().size());
   SY_CHECK_KIND(runner_.key_cache()[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
                 "KV export: the KV cache is in device memory; export reads host memory only");
-  const size_t bytes_per_block = static_cast<size_t>(runner_.key_cache()[0].dims[1] * runner_.key_cache()[0].dims[2] * runner_.key_cache()[0].dims[3]) *
-                                 dtype_size(static_cast<DType>(runner_.key_cache()[0].dtype));
-  Header h = geometry(runner_.key_cache(), runner_.block_size(), model_.vocab_size());
+  const size_t key_bytes = block_bytes(runner_.key_cache()[0]), value_bytes = block_bytes(runner_.value_cache()[0]);
+  Header h = geometry(runner_.key_cache(), runner_.value_cache(), runner_.block_size(), model_.vocab_size());
   std::string out(kMagic, 4);
   put(out, kVersion);
   std::lock_guard<std::mutex> lock(model_mu_);
@@ -136,14 +145,15 @@ std::string StepEngine::export_kv(const std::vector<int32_t>& ids) {
   for (uint64_t hash : kv_block_hashes(ids.data(), static_cast<int64_t>(blocks) * runner_.block_size(), runner_.block_size())) put(out, hash);
   const size_t sums_at = out.size();
   out.append(static_cast<size_t>(blocks) * sizeof(uint64_t), '\0');
-  out.reserve(out.size() + static_cast<size_t>(blocks) * static_cast<size_t>(layers) * 2 * bytes_per_block);
+  out.reserve(out.size() + static_cast<size_t>(blocks) * static_cast<size_t>(layers) * (key_bytes + value_bytes));
   for (uint32_t b = 0; b < blocks; ++b) {
     Checksum sum;
     for (int32_t l = 0; l < layers; ++l)
       for (const sy_tensor* t : {&runner_.key_cache()[static_cast<size_t>(l)], &runner_.value_cache()[static_cast<size_t>(l)]}) {
-        const char* block = static_cast<const char*>(t->data) + static_cast<size_t>(table[b]) * bytes_per_block;
-        sum.add(block, bytes_per_block);
-        out.append(block, bytes_per_block);
+        const size_t n = t == &runner_.key_cache()[static_cast<size_t>(l)] ? key_bytes : value_bytes;
+        const char* block = static_cast<const char*>(t->data) + static_cast<size_t>(table[b]) * n;
+        sum.add(block, n);
+        out.append(block, n);
       }
     const uint64_t v = sum.value();
     std::memcpy(out.data() + sums_at + b * sizeof(uint64_t), &v, sizeof v);
@@ -157,18 +167,21 @@ int32_t StepEngine::import_kv(const std::string& data) {
   Reader r(data);
   SY_CHECK(std::memcmp(r.take(4, "the magic number"), kMagic, 4) == 0, "KV import: not a Switchyard KV export (no SYKV magic)");
   const auto version = r.get<uint32_t>("the version");
-  SY_CHECK(version == kVersion, "KV import: format version " << version << " (this engine reads version " << kVersion
+  SY_CHECK(version == kVersion || version == 2, "KV import: format version " << version << " (this engine reads versions 2 and " << kVersion
                                                                << (version == 1 ? ", whose blocks carry checksums of their values)" : ")"));
-  const auto h = r.get<Header>("the header");
+  Header h{};
+  std::memcpy(&h, r.take(version == 2 ? kHeaderV2Bytes : sizeof h, "the header"), version == 2 ? kHeaderV2Bytes : sizeof h);
+  if (version == 2) h.value_dim = h.head_dim;
   const auto layers = static_cast<uint32_t>(runner_.key_cache().size());
-  Header mine = geometry(runner_.key_cache(), runner_.block_size(), model_.vocab_size());
+  Header mine = geometry(runner_.key_cache(), runner_.value_cache(), runner_.block_size(), model_.vocab_size());
   mine.num_blocks = h.num_blocks;
   SY_CHECK(std::memcmp(&h, &mine, sizeof h) == 0,
            "KV import: the export's KV geometry (layers " << h.layers << ", kv_heads " << h.kv_heads << ", block_size " << h.block_size
-                                                          << ", head_dim " << h.head_dim << ", dtype " << h.dtype << ", vocab " << h.vocab
-                                                          << ") is not this engine's (" << mine.layers << ", " << mine.kv_heads << ", "
-                                                          << mine.block_size << ", " << mine.head_dim << ", " << mine.dtype << ", "
-                                                          << mine.vocab << "): another model or cache configuration");
+                                                          << ", head_dim " << h.head_dim << "/" << h.value_dim << ", dtype " << h.dtype
+                                                          << ", vocab " << h.vocab << ") is not this engine's (" << mine.layers << ", "
+                                                          << mine.kv_heads << ", " << mine.block_size << ", " << mine.head_dim << "/"
+                                                          << mine.value_dim << ", " << mine.dtype << ", " << mine.vocab
+                                                          << "): another model or cache configuration");
   SY_CHECK_KIND(runner_.key_cache()[0].device == SY_DEVICE_CPU, ErrorKind::Unsupported,
                 "KV import: the KV cache is in device memory; import writes host memory only");
   const size_t n_tokens = static_cast<size_t>(h.num_blocks) * h.block_size;
@@ -180,14 +193,18 @@ int32_t StepEngine::import_kv(const std::string& data) {
     SY_CHECK(r.get<uint64_t>("the block hashes") == expect[b], "KV import: block " << b << "'s hash does not match its tokens (corrupted data)");
   std::vector<uint64_t> sums(h.num_blocks);
   for (uint32_t b = 0; b < h.num_blocks; ++b) sums[b] = r.get<uint64_t>("the block checksums");
-  const size_t bytes_per_block = static_cast<size_t>(h.kv_heads) * h.block_size * h.head_dim * dtype_size(static_cast<DType>(h.dtype));
-  const size_t payload = static_cast<size_t>(h.num_blocks) * layers * 2 * bytes_per_block;
+  const size_t key_bytes = block_bytes(runner_.key_cache()[0]), value_bytes = block_bytes(runner_.value_cache()[0]);
+  const size_t layer_bytes = key_bytes + value_bytes;  // one layer's keys then values, in a block
+  const size_t payload = static_cast<size_t>(h.num_blocks) * layers * layer_bytes;
   SY_CHECK(r.left() == payload, "KV import: " << r.left() << " bytes of KV data, expected " << payload);
   const char* kv = r.take(payload, "the KV data");
-  const size_t block_bytes = static_cast<size_t>(layers) * 2 * bytes_per_block;
+  const size_t all_layers = static_cast<size_t>(layers) * layer_bytes;
   for (uint32_t b = 0; b < h.num_blocks; ++b) {
     Checksum sum;  // part by part, as the export added them
-    for (size_t part = 0; part < static_cast<size_t>(layers) * 2; ++part) sum.add(kv + b * block_bytes + part * bytes_per_block, bytes_per_block);
+    for (size_t l = 0; l < layers; ++l) {
+      sum.add(kv + b * all_layers + l * layer_bytes, key_bytes);
+      sum.add(kv + b * all_layers + l * layer_bytes + key_bytes, value_bytes);
+    }
     SY_CHECK(sum.value() == sums[b], "KV import: block " << b << "'s KV values do not match their checksum (corrupted data)");
   }
   if (h.num_blocks == 0) return 0;
@@ -212,8 +229,9 @@ int32_t StepEngine::import_kv(const std::string& data) {
         for (uint32_t l = 0; l < layers; ++l)
           for (int kvi = 0; kvi < 2; ++kvi) {
             const sy_tensor& t = kvi == 0 ? runner_.key_cache()[l] : runner_.value_cache()[l];
-            std::memcpy(static_cast<char*>(t.data) + static_cast<size_t>(table[b]) * bytes_per_block,
-                        kv + ((static_cast<size_t>(b) * layers + l) * 2 + static_cast<size_t>(kvi)) * bytes_per_block, bytes_per_block);
+            const size_t n = kvi == 0 ? key_bytes : value_bytes;
+            std::memcpy(static_cast<char*>(t.data) + static_cast<size_t>(table[b]) * n,
+                        kv + b * all_layers + l * layer_bytes + (kvi == 0 ? 0 : key_bytes), n);
           }
       cache_.commit(seq, ids.data(), static_cast<int32_t>(n_tokens));
     }

@@ -12,10 +12,16 @@ StepRunner::StepRunner(DecoderModel& model, PluginCacheManager& cache, StepCount
   for (int l = 0; l < model_.num_layers(); ++l) {
     auto [k, v] = cache_.storage(l);
     // A quantized cache's rows carry their scale after the head's codes (SY_KV_ROW_* in plugin.h).
-    const int64_t row = model_.head_dim() + (SY_KV_ROW_QUANTIZED(k.dtype) ? SY_KV_ROW_SCALE_BYTES : 0);
-    SY_CHECK(k.rank == 4 && v.rank == 4 && k.data && v.data && k.dims[1] == model_.kv_heads() && k.dims[3] == row && k.dtype == v.dtype,
+    const int64_t scale = SY_KV_ROW_QUANTIZED(k.dtype) ? SY_KV_ROW_SCALE_BYTES : 0;
+    const int64_t row = model_.head_dim() + scale, value_row = model_.value_dim() + scale;
+    SY_CHECK(k.rank == 4 && v.rank == 4 && k.data && v.data && k.dims[1] == model_.kv_heads() && v.dims[1] == model_.kv_heads() &&
+                 k.dims[0] == v.dims[0] && k.dims[2] == v.dims[2] && k.dims[3] == row && v.dims[3] == value_row && k.dtype == v.dtype,
              "cache manager storage for layer " << l << " does not match the model ([blocks, " << model_.kv_heads() << ", block, "
-                                                << row << "] of one dtype expected)");
+                                                << row << "] keys and [.., " << value_row << "] values of one dtype expected"
+                                                << (value_row != row ? "; a cache manager built before ABI 1.8 cannot hold values "
+                                                                       "of another size than keys"
+                                                                     : "")
+                                                << ")");
     key_cache_.push_back(k);
     value_cache_.push_back(v);
   }

@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 7
+#define SY_PLUGIN_ABI_MINOR 8
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -234,7 +234,8 @@ typedef struct sy_step_context {
   int32_t max_blocks_per_seq;
   int32_t block_size;
   /* KV storage per layer, owned by the cache manager: [num_blocks, kv_heads,
-   * block_size, head_dim] (quantized rows: head_dim + SY_KV_ROW_SCALE_BYTES). */
+   * block_size, head_dim] (quantized rows: head_dim + SY_KV_ROW_SCALE_BYTES);
+   * a value row may differ in size from a key row (sy_cache_config 1.8). */
   int32_t num_layers;
   const sy_tensor* key_cache;   /* [num_layers] */
   const sy_tensor* value_cache; /* [num_layers] */
@@ -616,7 +617,19 @@ typedef struct sy_cache_config {
    * cache tier that outlives the process keys what it keeps by it, so KV of
    * another model is never read back. 0 from hosts before 1.7. */
   uint64_t model_fingerprint;
+  /* ---- 1.8 ---- */
+  /* The value rows' size where it differs from head_dim (a model whose values
+   * are smaller than its keys; latent attention, which caches the latent as
+   * keys and the shared rotary key as values). 0, or absent (a host before
+   * 1.8): values are head_dim wide like keys. Storage's value tensor is then
+   * [num_blocks, kv_heads, block_size, value_head_dim]. */
+  int32_t value_head_dim;
 } sy_cache_config;
+
+/* A cache config's value row size, whatever the host's minor. */
+static inline int32_t sy_cache_value_head_dim(const sy_cache_config* c) {
+  return SY_HAS_FIELD(c, sy_cache_config, value_head_dim) && c->value_head_dim > 0 ? c->value_head_dim : c->head_dim;
+}
 
 typedef struct sy_cache_stats {
   uint32_t struct_size;
@@ -678,7 +691,7 @@ typedef struct sy_cache_desc {
    * sliding window); *blocks stays valid until the next call on this cache. */
   sy_status (*block_table)(void* state, uint64_t seq, const int32_t** blocks, int32_t* count);
   /* Required. Layer `layer`'s key and value storage, [num_blocks, kv_heads,
-   * block_size, head_dim] on the config's device (a quantized cache's rows
+   * block_size, head_dim] (values: value_head_dim, 1.8) on the config's device (a quantized cache's rows
    * are head_dim + SY_KV_ROW_SCALE_BYTES wide, SY_KV_ROW_*); the data stays
    * valid and in place for the cache's lifetime. */
   sy_status (*storage)(void* state, int32_t layer, sy_tensor* key, sy_tensor* value);
