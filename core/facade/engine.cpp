@@ -293,7 +293,12 @@ nlohmann::json Engine::describe() const {
                               {"window", n.attr_int("window", 0)},
                               {"kv_heads", n.attr_int("kv_heads", 0)},
                               {"head_dim", n.attr_int("head_dim", 0)},
-                              {"layout", n.attr_int("num_heads", 0) > 0 ? "token-major" : "heads-major"},
+                              {"value_head_dim", n.attr_int("value_head_dim", n.attr_int("head_dim", 0))},
+                              // > 0: latent attention (the cache holds the latent and the rotary key)
+                              {"latent_dim", n.attr_int("latent_dim", 0)},
+                              {"layout", n.attr_int("latent_dim", 0) > 0   ? "latent"
+                                         : n.attr_int("num_heads", 0) > 0 ? "token-major"
+                                                                          : "heads-major"},
                               {"rotary", n.inputs.size() > 3 && n.inputs[3] != kNoValue
                                              ? (n.attr_int("rotary_interleaved", 0) ? "interleaved" : "halves")
                                              : "none"},

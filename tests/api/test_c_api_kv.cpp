@@ -340,6 +340,44 @@ TEST(CApiKv, QuantizedKvRowsExportAndImportWithTheirScales) {
   std::filesystem::remove_all(std::filesystem::path(single8).parent_path());
 }
 
+// Latent attention (DeepSeek-V3's export, tests/models/real): the cache
+// holds the latent (16 values) as keys and the rotary key (8) as values, and
+// its blocks travel at those sizes: an engine importing them skips the
+// prefill with the output of one that computed it.
+TEST(CApiKv, LatentAttentionKvTravelsAtItsOwnRowSizes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("sy-kv-latent-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string d = SY_PLUGIN_DIR;
+  auto manifest = [&](const std::string& name, const std::string& cache) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path) << "model: " << SY_SOURCE_DIR << "/tests/models/real/deepseekv3-dynamo\nplugins:\n  - " << d
+                        << "/attention/libswitchyard_attention.so\n  - " << d << "/cache/libswitchyard_cache.so\n"
+                        << "passes: [attention-fusion]\ncache: " << cache << "\n";
+    return path;
+  };
+  const std::string prefix = manifest("prefix.yaml", "{name: prefix-caching, options: {block_size: 8}}");
+  const std::string paged = manifest("paged.yaml", "{name: paged, options: {block_size: 8}}");
+  Engine prefill(nullptr, prefix), decode(nullptr, prefix), single(nullptr, paged);
+  ASSERT_TRUE(prefill.e && decode.e && single.e);
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 37; ++i) prompt.push_back((i * 37 + 11) % 319 + 1);
+  int64_t empty_size = 0, size = 0;
+  ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &empty_size), SY_API_OK);
+  greedy(prefill.e, prompt, 1);
+  ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &size), SY_API_OK) << sy_last_error();
+  // Per block: its tokens, hash, checksum, and 2 layers x 8 rows x (16 + 8) float32 values.
+  EXPECT_EQ(size - empty_size, 4 * (8 * 4 + 8 + 8 + 2 * 8 * (16 + 8) * 4));
+  std::vector<char> data(static_cast<size_t>(size));
+  ASSERT_EQ(sy_kv_export(prefill.e, prompt.data(), static_cast<int32_t>(prompt.size()), data.data(), size, &size), SY_API_OK);
+  int32_t cached = 0;
+  ASSERT_EQ(sy_kv_import(decode.e, data.data(), size, &cached), SY_API_OK) << sy_last_error();
+  EXPECT_EQ(cached, 32);
+  const Output imported = greedy(decode.e, prompt, 20);
+  EXPECT_EQ(imported.cached, 32) << "the decode engine recomputed the prompt";
+  EXPECT_EQ(imported.tokens, greedy(single.e, prompt, 20).tokens);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CApiKv, TeacherForcedLogitsAgreeWithGreedyDecoding) {
   Engine eng("paged");
   ASSERT_TRUE(eng.e);

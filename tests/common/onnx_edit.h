@@ -1,6 +1,7 @@
-// Real exports edited for refusal tests: a copy of a model folder whose
-// graph also outputs one intermediate value, so a pass that would remove it
-// must leave its chain as exported.
+// Real exports edited for tests: a copy of a model folder whose graph also
+// outputs one intermediate value (so a pass that would remove it must leave
+// its chain as exported), or whose values are renamed (another exporter's
+// spelling of the same graph).
 #pragma once
 #include <onnx/onnx_pb.h>
 
@@ -41,6 +42,28 @@ inline std::string expose_intermediate(const std::string& folder, const TempDir&
   for (const auto& e : std::filesystem::directory_iterator(folder))
     if (e.path().filename() != "model.onnx") std::filesystem::copy_file(e.path(), dir.path / e.path().filename());
   return node;
+}
+
+// Copies `folder` into `dir` with every value name n (inputs, outputs and
+// node operands) replaced by rename(n).
+inline bool rename_values(const std::string& folder, const TempDir& dir, const std::function<std::string(const std::string&)>& rename) {
+  onnx::ModelProto proto;
+  {
+    std::ifstream in(folder + "/model.onnx", std::ios::binary);
+    if (!proto.ParseFromIstream(&in)) return false;
+  }
+  auto* g = proto.mutable_graph();
+  for (auto& v : *g->mutable_input()) v.set_name(rename(v.name()));
+  for (auto& v : *g->mutable_output()) v.set_name(rename(v.name()));
+  for (auto& n : *g->mutable_node()) {
+    for (auto& i : *n.mutable_input()) i = rename(i);
+    for (auto& o : *n.mutable_output()) o = rename(o);
+  }
+  std::ofstream o(dir.path / "model.onnx", std::ios::binary);
+  proto.SerializeToOstream(&o);
+  for (const auto& e : std::filesystem::directory_iterator(folder))
+    if (e.path().filename() != "model.onnx") std::filesystem::copy_file(e.path(), dir.path / e.path().filename());
+  return true;
 }
 
 }  // namespace sy::test

@@ -10,6 +10,7 @@
 
 #include "engine/session.h"
 #include "manifest/manifest.h"
+#include "onnx_edit.h"
 #include "test_support.h"
 #include "qmatmul.h"
 
@@ -127,12 +128,12 @@ TEST_P(RealModel, MatchesTheReference) {
 // no such length, so the equivalence probe refuses its fusion (tested below).
 // llama3-alibi adds an ALiBi bias to its scores, which the fused op cannot
 // express (test_equivalence_probe.cpp).
-// DeepSeek-V3's latent attention (the cached latent feeds kv_b_proj, the
-// up-projection) is not expressed by the fused op yet; its mixture of
-// experts runs as exported. Qwen3-MoE, Mixtral and gpt-oss (sinks,
-// alternating sliding windows) run in every mode.
+// DeepSeek-V3's latent attention runs fused over a cache of the latent and
+// the rotary key (its up-projections absorbed, plugins/attention), its
+// mixture of experts grouped (plugins/moe). Qwen3-MoE, Mixtral and gpt-oss
+// (sinks, alternating sliding windows) run in every mode too.
 bool step_engine_refuses(const std::string& model) {
-  return model == "gemma2-optimum" || model == "llama3-alibi" || model.rfind("deepseekv3-", 0) == 0;
+  return model == "gemma2-optimum" || model == "llama3-alibi";
 }
 
 std::vector<Case> cases() {
@@ -159,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(Exports, RealModel, ::testing::ValuesIn(cases()), case_
 TEST(RealModels, ContinuousBatchingAndSpeculationMatchTheBaseline) {
   int64_t accepted = 0;
   for (const char* m : {"qwen2-torchscript", "mistral-torchscript", "qwen2-genai", "mistral-genai", "gemma2-dynamo", "qwen3-gguf", "gemma3-gguf",
-                        "qwen3moe-torchscript", "mixtral-dynamo", "gptoss-dynamo"}) {
+                        "qwen3moe-torchscript", "mixtral-dynamo", "gptoss-dynamo", "deepseekv3-torchscript", "deepseekv3-dynamo"}) {
     const auto ref = test::read_json(real_dir() + "/" + m + "/ref.json");
     std::vector<GenerationRequest> batch;
     for (const auto& p : {ints(ref["prompt"]), ints(ref["batch"][0]), ints(ref["batch"][1])}) {
@@ -300,6 +301,58 @@ TEST(RealModels, TheDefaultTopLevelRunsFusedOrFallsBackToTheGraphAsExported) {
   }
   // Without unfused_fallback (any profile) the refusal is the error.
   EXPECT_HAS(test::error_of([] { Session::create(default_config("gemma2-optimum", "paged")); }), "refused");
+}
+
+// The latent-attention refusal: when the up-projection of the cached latent
+// is also a graph output, absorbing it would drop a value the graph returns.
+// The default top level leaves the attention as exported, names the layer
+// and the reason, and generates what the baseline does.
+TEST(RealModels, ALatentProjectionReadElsewhereIsLeftAsExportedAndNamed) {
+  for (const char* m : {"deepseekv3-torchscript", "deepseekv3-dynamo"}) {
+    test::TempDir dir;
+    const std::string node = test::expose_intermediate(
+        real_dir() + "/" + m, dir, [](const onnx::NodeProto& n) { return n.op_type() == "MatMul" && n.input(0) == "present.0.key"; }, 3);
+    ASSERT_FALSE(node.empty()) << m;
+    EngineConfig c = default_config(m, "");
+    c.model = dir.path.string();
+    auto s = Session::create(c);
+    EXPECT_EQ(s->step_engine(), nullptr) << m;
+    EXPECT_HAS(s->fallback_reason(), "layer 0 cannot be fused");
+    EXPECT_HAS(s->fallback_reason(), "is also a graph output");
+    EngineConfig b = default_config(m, "baseline");
+    b.model = c.model;
+    const std::vector<int> prompt = {1, 5, 9, 13, 17, 21};
+    EXPECT_EQ(s->generate({greedy(prompt, 8)})[0].tokens, Session::create(b)->generate({greedy(prompt, 8)})[0].tokens) << m;
+  }
+}
+
+// Ports of DeepSeek's attention differ in which cached part they call the
+// keys: transformers 5 caches the latent as keys and the rotary key as
+// values, others the other way round. The same graph with the two swapped
+// fuses as well (the values then read the second cached part) and matches
+// the reference in every step-engine mode.
+TEST(RealModels, LatentAttentionFusesWhicheverCachedPartIsCalledTheKeys) {
+  test::TempDir dir;
+  ASSERT_TRUE(test::rename_values(real_dir() + "/deepseekv3-torchscript", dir, [](const std::string& n) {
+    for (const char* kind : {"past_key_values.", "present."}) {
+      if (n.rfind(kind, 0) != 0) continue;
+      if (n.ends_with(".key")) return n.substr(0, n.size() - 4) + ".value";
+      if (n.ends_with(".value")) return n.substr(0, n.size() - 6) + ".key";
+    }
+    return n;
+  }));
+  const auto ref = test::read_json(real_dir() + "/deepseekv3-torchscript/ref.json");
+  const auto prompt = ints(ref["prompt"]);
+  for (const char* profile : {"", "paged", "prefix", "continuous", "lookup"}) {
+    EngineConfig c = default_config("deepseekv3-torchscript", profile);
+    c.model = dir.path.string();
+    auto s = Session::create(c);
+    ASSERT_NE(s->step_engine(), nullptr) << profile << ": " << s->fallback_reason();
+    EXPECT_EQ(s->model().head_dim(), 8);  // the rotary key, now the "keys"
+    EXPECT_EQ(s->model().value_dim(), 16);
+    EXPECT_LE(max_abs_diff(s->last_logits(prompt), ref["logits"][ref["logits"].size() - 1]), 1e-4) << profile;
+    EXPECT_EQ(s->generate({greedy(prompt, static_cast<int>(ref["greedy"].size()))})[0].tokens, ints(ref["greedy"])) << profile;
+  }
 }
 
 TEST(RealModels, EveryFamilyAndExportStyleIsPresent) {

@@ -82,6 +82,19 @@ TEST(Cli, InspectReportsKvMemoryPerStrategy) {
       EXPECT_EQ(row["bytes_per_token"], 2 * 4 * (24 + 16) * 2);
     }
   EXPECT_TRUE(expanded) << mla.dump(1);
+  // The default top level runs it fused over that cache (the up-projections
+  // absorbed): 2 layers x (16 + 8) float32 values a token in use, against
+  // the 640 bytes of the expanded heads in fp16.
+  const auto all = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(mla.contains("in_use")) << mla.dump(1);
+  EXPECT_EQ(mla["in_use"]["bytes_per_token"], 2 * (16 + 8) * 4);
+  ASSERT_EQ(all["attention"].size(), 2u);
+  for (const auto& a : all["attention"]) {
+    EXPECT_EQ(a["layout"], "latent");
+    EXPECT_EQ(a["latent_dim"], 16);
+    EXPECT_EQ(a["head_dim"], 16);
+    EXPECT_EQ(a["value_head_dim"], 8);
+  }
   r = run("inspect --model " + model() + " --kv-tokens 0");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("--kv-tokens and --kv-memory-mb must be positive"), std::string::npos) << r.out;

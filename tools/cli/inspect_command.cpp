@@ -99,11 +99,15 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::printf("fused attention (PagedAttention per layer):\n");
     std::printf("  %5s %10s %8s %7s %9s %9s %12s %12s %6s\n", "layer", "scale", "softcap", "window", "kv_heads", "head_dim", "layout", "rotary",
                 "sinks");
-    for (const auto& a : j["attention"])
-      std::printf("  %5lld %10.6g %8.4g %7lld %9lld %9lld %12s %12s %6s\n", static_cast<long long>(a["layer"].get<int64_t>()),
+    for (const auto& a : j["attention"]) {
+      // Keys and values of different sizes (latent attention: latent + rotary key) show both.
+      const long long kd = a["head_dim"].get<long long>(), vd = a.value("value_head_dim", kd);
+      const std::string dims = vd == kd ? std::to_string(kd) : std::to_string(kd) + "+" + std::to_string(vd);
+      std::printf("  %5lld %10.6g %8.4g %7lld %9lld %9s %12s %12s %6s\n", static_cast<long long>(a["layer"].get<int64_t>()),
                   a["scale"].get<double>(), a["softcap"].get<double>(), static_cast<long long>(a["window"].get<int64_t>()),
-                  static_cast<long long>(a["kv_heads"].get<int64_t>()), static_cast<long long>(a["head_dim"].get<int64_t>()),
-                  a["layout"].get<std::string>().c_str(), a["rotary"].get<std::string>().c_str(), a["sinks"].get<bool>() ? "yes" : "no");
+                  static_cast<long long>(a["kv_heads"].get<int64_t>()), dims.c_str(), a["layout"].get<std::string>().c_str(),
+                  a["rotary"].get<std::string>().c_str(), a["sinks"].get<bool>() ? "yes" : "no");
+    }
   }
   const auto& kv = j["kv_memory"];
   std::printf("KV cache memory (%lld layers, %lld KV heads, keys %lld and values %lld per head):\n  seed formula: %s\n",
