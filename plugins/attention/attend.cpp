@@ -72,9 +72,7 @@ void attend(const AttendTile&, float*);
 }
 #endif
 
-int64_t attend_scratch_floats(int32_t rows, int64_t head_dim, int64_t value_dim) {
-  return attend_generic::scratch_floats(rows, head_dim, value_dim > 0 ? value_dim : head_dim);
-}
+int64_t attend_scratch_floats(int32_t rows, int64_t head_dim) { return attend_generic::scratch_floats(rows, head_dim); }
 
 AttendFn attend_build(const char* name) {
   if (std::strcmp(name, "generic") == 0) return attend_generic::attend;

@@ -25,29 +25,21 @@ namespace sy_attention {
 constexpr int64_t kChunkKeys = 32;
 
 struct AttendTile {
-  int64_t head_dim;      // DK: the size of a query and a key
-  int64_t value_dim;     // DV: the size of a value and of the output (0: DK)
+  int64_t head_dim;      // D
   int64_t block_size;    // BS: tokens per cache block
   int64_t kv_heads;      // KVH: the cache's heads
   int64_t kv_head;       // g: the one this tile reads
   const int32_t* table;  // the sequence's block table (cache block per BS positions)
-  const void* k_cache;   // [blocks][KVH][BS] rows of DK values in `dtype` (kv_row_bytes each)
-  const void* v_cache;   // the same with rows of DV values
-  // Latent attention (MLA with its up-projections absorbed into the query and
-  // the output): > 0 when the key cache's rows hold the latent (latent_dim
-  // values) and the value cache's rows the shared rotary key (DK - latent_dim
-  // values). A key is then the two rows concatenated, and a value its first
-  // DV values (the latent, or the whole key where the values read the
-  // rotary part too).
-  int64_t latent_dim;
+  const void* k_cache;   // [blocks][KVH][BS] rows of D values in `dtype` (kv_row_bytes each)
+  const void* v_cache;
   int32_t dtype;  // SY_DTYPE_FLOAT32, _FLOAT16, _BFLOAT16, or quantized rows: _INT8, _FLOAT8E4M3FN
   float scale;    // scores = dot * scale
   float softcap;  // > 0: softcap * tanh(score / softcap)
   int64_t window;  // > 0: a row at position p sees keys p - window + 1 .. p
   int32_t rows;
-  const float* q;       // rows x DK, rotated
+  const float* q;       // rows x D, rotated
   const int64_t* last;  // per row: the last key position it sees (causal)
-  float* out;           // rows x DV
+  float* out;           // rows x D
   // Per row, or null: an attention sink (gpt-oss), a logit that joins the
   // row's softmax as one more key whose value is zero. It only takes its
   // share of the probability mass, so it enters at the normalisation.
@@ -62,7 +54,7 @@ inline int64_t kv_row_bytes(int32_t dtype, int64_t D) {
 }
 
 // Per-thread working memory for attend(): sized by attend_scratch_floats.
-int64_t attend_scratch_floats(int32_t rows, int64_t head_dim, int64_t value_dim);
+int64_t attend_scratch_floats(int32_t rows, int64_t head_dim);
 
 using AttendFn = void (*)(const AttendTile& tile, float* scratch);
 

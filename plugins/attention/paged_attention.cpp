@@ -23,11 +23,6 @@ PagedAttentionKernel::PagedAttentionKernel(const sy::plugin::NodeRef& n) {
   packed_heads_ = n.graph.attr_int(n.node, "num_heads").value_or(0);
   kv_heads_ = n.graph.attr_int(n.node, "kv_heads").value_or(0);
   rotary_interleaved_ = n.graph.attr_int(n.node, "rotary_interleaved").value_or(0) != 0;
-  latent_dim_ = n.graph.attr_int(n.node, "latent_dim").value_or(0);
-  latent_value_dim_ = n.graph.attr_int(n.node, "value_dim").value_or(latent_dim_);
-  if (latent_dim_ < 0 || (latent_dim_ > 0 && latent_value_dim_ < latent_dim_))
-    throw Error("PagedAttention: latent_dim must be >= 0 and value_dim at least latent_dim", SY_INVALID_ARGUMENT);
-  if (latent_dim_ > 0 && packed_heads_ > 0) throw Error("PagedAttention: latent attention takes the heads-major layout", SY_INVALID_ARGUMENT);
   if (softcap_ < 0.f) throw Error("PagedAttention: softcap must be >= 0", SY_INVALID_ARGUMENT);
   if (packed_heads_ > 0 && kv_heads_ <= 0) throw Error("PagedAttention: the token-major layout needs kv_heads", SY_INVALID_ARGUMENT);
 }
@@ -91,45 +86,26 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const bool token_major = packed_heads_ > 0;
   // A quantized cache's rows are the head's codes and a scale (SY_KV_ROW_*).
   const bool quantized = SY_KV_ROW_QUANTIZED(kc.dtype);
-  const int64_t NB = kc.dims[0], BS = kc.dims[2];
+  const int64_t NB = kc.dims[0], BS = kc.dims[2], D = kc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0);
   if (kc.dtype != vc.dtype ||
       (kc.dtype != SY_DTYPE_FLOAT32 && kc.dtype != SY_DTYPE_FLOAT16 && kc.dtype != SY_DTYPE_BFLOAT16 && !quantized))
     throw Error("PagedAttention: the KV cache must hold float32, float16, bfloat16, int8 or fp8 (e4m3fn) rows, got dtype " +
                     std::to_string(kc.dtype),
                 SY_UNSUPPORTED);
-  // Sizes: a query and a key (DK), the cache's key and value rows (KD, VD),
-  // a value and the output (DV). Latent attention (latent_dim > 0) caches
-  // the latent and the rotary key, whose concatenation is the key; a value
-  // is the key's first DV values.
-  const int64_t KD = kc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0), VD = vc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0);
-  const bool latent = latent_dim_ > 0;
-  const int64_t DK = latent ? KD + VD : KD, DV = latent ? latent_value_dim_ : VD;
-  if (latent && (KD != latent_dim_ || DV > DK))
-    throw Error("PagedAttention: the key cache's rows (" + std::to_string(KD) + ") are not the latent's " + std::to_string(latent_dim_) +
-                    " values, or value_dim exceeds the key",
-                SY_INVALID_ARGUMENT);
-  HeadLayout QL, KL, VL, OL;
+  HeadLayout QL, KL;
   if (token_major) {
     if (q.rank() != 3 || kn.rank() != 3 || vn.rank() != 3 || q.dim(0) != 1 || kn.dim(0) != 1)
       throw Error("PagedAttention: expected Q/K/V of shape [1, tokens, heads * head_dim]", SY_INVALID_ARGUMENT);
-    QL = {packed_heads_, q.dim(1), DK, true};
-    KL = {kv_heads_, kn.dim(1), KD, true};
-    VL = {kv_heads_, vn.dim(1), VD, true};
-    OL = {packed_heads_, q.dim(1), DV, true};
-    if (q.dim(2) != packed_heads_ * DK || kn.dim(2) != kv_heads_ * KD || vn.dim(2) != kv_heads_ * VD)
-      throw Error("PagedAttention: Q/K/V widths do not match num_heads/kv_heads and the cache's head sizes", SY_INVALID_ARGUMENT);
+    QL = {packed_heads_, q.dim(1), D, true};
+    KL = {kv_heads_, kn.dim(1), D, true};
+    if (q.dim(2) != packed_heads_ * D || kn.dim(2) != kv_heads_ * D || vn.dim(2) != kv_heads_ * D)
+      throw Error("PagedAttention: Q/K/V widths do not match num_heads/kv_heads and the cache's head size", SY_INVALID_ARGUMENT);
   } else {
     if (q.rank() != 4 || kn.rank() != 4 || vn.rank() != 4 || q.dim(0) != 1 || kn.dim(0) != 1)
       throw Error("PagedAttention: expected Q/K/V of shape [1, heads, tokens, head_dim]", SY_INVALID_ARGUMENT);
     QL = {q.dim(1), q.dim(2), q.dim(3), false};
     KL = {kn.dim(1), kn.dim(2), kn.dim(3), false};
-    VL = {vn.dim(1), vn.dim(2), vn.dim(3), false};
-    OL = {q.dim(1), q.dim(2), DV, false};
-    if (QL.dim != DK || KL.dim != KD || VL.dim != VD || VL.heads != KL.heads || VL.tokens != KL.tokens)
-      throw Error("PagedAttention: head sizes of Q (" + std::to_string(QL.dim) + "), K (" + std::to_string(KL.dim) + "), V (" +
-                      std::to_string(VL.dim) + ") do not match the cache's rows (" + std::to_string(KD) + ", " + std::to_string(VD) +
-                      (latent ? ", latent" : "") + ")",
-                  SY_INVALID_ARGUMENT);
+    if (kn.dim(3) != QL.dim || QL.dim != D) throw Error("PagedAttention: head sizes of Q, K and the cache differ", SY_INVALID_ARGUMENT);
   }
   const int64_t H = QL.heads, KVH = KL.heads, T = QL.tokens;
   if (H % KVH != 0 || kc.dims[1] != KVH || KL.tokens != T || T != step->num_tokens)
@@ -139,8 +115,7 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   int64_t half = 0, max_pos = 0;
   if (rotary) {
     auto c = io.input(3), sn = io.input(4);
-    if (latent) throw Error("PagedAttention: latent attention rotates in the graph, not in the op", SY_INVALID_ARGUMENT);
-    if (c.rank() != 2 || sn.dims() != c.dims() || 2 * c.dim(1) > KD)
+    if (c.rank() != 2 || sn.dims() != c.dims() || 2 * c.dim(1) > D)
       throw Error("PagedAttention: cos/sin caches must be [max_positions, rotary_dim / 2] within the head size", SY_INVALID_ARGUMENT);
     cos_c = c.data<float>();
     sin_c = sn.data<float>();
@@ -160,13 +135,11 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
       throw Error("PagedAttention: sinks must be " + std::to_string(H) + " float32 values, one per query head", SY_INVALID_ARGUMENT);
     sinks = sk.data<float>();
   }
-  std::vector<int64_t> out_dims = q.dims();
-  out_dims.back() = token_major ? packed_heads_ * DV : DV;
-  auto out = io.allocate_output(0, SY_DTYPE_FLOAT32, out_dims);
+  auto out = io.allocate_output(0, SY_DTYPE_FLOAT32, q.dims());
   const float* Q = q.data<float>();
   const float* Kn = kn.data<float>();
   const float* Vn = vn.data<float>();
-  const CacheRows K{kc.data, kc.dtype, KD}, V{vc.data, vc.dtype, VD};
+  const CacheRows K{kc.data, kc.dtype, D}, V{vc.data, vc.dtype, D};
   float* O = out.data<float>();
   (void)NB;
   const int32_t* tables = step->block_tables;
@@ -176,16 +149,16 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
     return (block * KVH + g) * BS + pos % BS;  // the row (CacheRows::write sizes it)
   };
   // 1. The new tokens' keys (rotated) and values go into their cache slots.
-  std::vector<float> krow(static_cast<size_t>(KD));
+  std::vector<float> krow(static_cast<size_t>(D));
   for (int32_t i = 0; i < step->num_seqs; ++i) {
     int64_t q0 = step->query_start[i], n = step->query_start[i + 1] - q0, ctx = step->context_len[i];
     for (int64_t j = 0; j < n; ++j) {
       int64_t pos = ctx - n + j;
       for (int64_t g = 0; g < KVH; ++g) {
-        std::memcpy(krow.data(), Kn + KL.offset(g, q0 + j), static_cast<size_t>(KD) * sizeof(float));
+        std::memcpy(krow.data(), Kn + KL.offset(g, q0 + j), static_cast<size_t>(D) * sizeof(float));
         if (rotary) rotate(krow.data(), step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
         K.write(slot(i, pos, g), krow.data());
-        V.write(slot(i, pos, g), Vn + VL.offset(g, q0 + j));
+        V.write(slot(i, pos, g), Vn + KL.offset(g, q0 + j));
       }
     }
   }
@@ -220,8 +193,8 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const int32_t max_rows = static_cast<int32_t>(tile_tokens * group);
   std::atomic<size_t> next{0};
   auto work = [&](int64_t, int64_t) {
-    std::vector<float> qrows(static_cast<size_t>(max_rows * DK)), orows(static_cast<size_t>(max_rows * DV)),
-        scratch(static_cast<size_t>(attend_scratch_floats(max_rows, DK, DV)));
+    std::vector<float> qrows(static_cast<size_t>(max_rows * D)), orows(static_cast<size_t>(max_rows * D)),
+        scratch(static_cast<size_t>(attend_scratch_floats(max_rows, D)));
     std::vector<int64_t> last(static_cast<size_t>(max_rows));
     std::vector<float> row_sinks(static_cast<size_t>(max_rows));
     for (size_t k = next++; k < tiles.size(); k = next++) {
@@ -230,24 +203,22 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
       int32_t rows = 0;
       for (int64_t j = tile.t0; j < tile.t1; ++j)
         for (int64_t hh = 0; hh < group; ++hh, ++rows) {
-          float* qv = qrows.data() + rows * DK;
-          std::memcpy(qv, Q + QL.offset(tile.kv_head * group + hh, q0 + j), static_cast<size_t>(DK) * sizeof(float));
+          float* qv = qrows.data() + rows * D;
+          std::memcpy(qv, Q + QL.offset(tile.kv_head * group + hh, q0 + j), static_cast<size_t>(D) * sizeof(float));
           if (rotary) rotate(qv, step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
           last[static_cast<size_t>(rows)] = ctx - n + j;  // causal: keys 0..last
           if (sinks) row_sinks[static_cast<size_t>(rows)] = sinks[tile.kv_head * group + hh];
         }
-      AttendTile at{DK,       DV,       BS,     KVH,          tile.kv_head,  tables + tile.seq * maxb,
-                    kc.data,  vc.data,  latent ? latent_dim_ : 0,    kc.dtype,      scale_,
-                    softcap_, window_,  rows,   qrows.data(), last.data(),   orows.data(),
-                    sinks ? row_sinks.data() : nullptr};
+      AttendTile at{D, BS, KVH, tile.kv_head, tables + tile.seq * maxb, kc.data, vc.data, kc.dtype, scale_, softcap_,
+                    window_, rows, qrows.data(), last.data(), orows.data(), sinks ? row_sinks.data() : nullptr};
       attend(at, scratch.data());
       rows = 0;
       for (int64_t j = tile.t0; j < tile.t1; ++j)
         for (int64_t hh = 0; hh < group; ++hh, ++rows)
-          std::memcpy(O + OL.offset(tile.kv_head * group + hh, q0 + j), orows.data() + rows * DV, static_cast<size_t>(DV) * sizeof(float));
+          std::memcpy(O + QL.offset(tile.kv_head * group + hh, q0 + j), orows.data() + rows * D, static_cast<size_t>(D) * sizeof(float));
     }
   };
-  if (total_cost * (DK + DV) >= (1 << 17) && tiles.size() > 1) io.parallel_for(static_cast<int64_t>(tiles.size()), 1, work);
+  if (total_cost * D >= (1 << 16) && tiles.size() > 1) io.parallel_for(static_cast<int64_t>(tiles.size()), 1, work);
   else work(0, 1);
 }
 
