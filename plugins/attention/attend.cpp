@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <switchyard/plugin.hpp>
 
@@ -57,6 +58,8 @@ struct Vec {
   static void halves(const uint16_t* h, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) out[i] = sy::plugin::f16_to_f32(h[i]);
   }
+  // W float16 values as a vector (exact).
+  static T load_halves(const uint16_t* h) { return {{sy::plugin::f16_to_f32(h[0]), sy::plugin::f16_to_f32(h[1]), sy::plugin::f16_to_f32(h[2]), sy::plugin::f16_to_f32(h[3])}}; }
 };
 
 #include "attend_impl.inc"
@@ -72,7 +75,37 @@ void attend(const AttendTile&, float*);
 }
 #endif
 
-int64_t attend_scratch_floats(int32_t rows, int64_t head_dim) { return attend_generic::scratch_floats(rows, head_dim); }
+int64_t attend_scratch_floats(int32_t rows, int64_t head_dim, int64_t value_dim) {
+  return attend_generic::scratch_floats(rows, head_dim, value_dim > 0 ? value_dim : head_dim);
+}
+
+void attend_merge(const float* const* parts, int64_t num_parts, int32_t rows, int64_t DV, const float* sinks, float* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t SF = attend_state_floats(DV);
+  std::vector<float> acc(static_cast<size_t>(DV));
+  for (int32_t r = 0; r < rows; ++r) {
+    float top = kNegInf;
+    for (int64_t p = 0; p < num_parts; ++p) top = std::max(top, parts[p][r * SF]);
+    float total = 0.f;
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t p = 0; p < num_parts; ++p) {
+      const float* s = parts[p] + r * SF;
+      if (s[0] == kNegInf) continue;  // no keys of this row in the segment
+      const float f = std::exp(s[0] - top);
+      total += s[1] * f;
+      for (int64_t d = 0; d < DV; ++d) acc[static_cast<size_t>(d)] += s[2 + d] * f;
+    }
+    // As attend() normalises: the sink as a key of value zero.
+    float keep = 1.f;
+    if (sinks) {
+      const float sink = sinks[r], m = std::max(top, sink);
+      keep = top == kNegInf ? 0.f : std::exp(top - m);
+      total = total * keep + std::exp(sink - m);
+    }
+    const float inv = keep / total;
+    for (int64_t d = 0; d < DV; ++d) out[r * DV + d] = acc[static_cast<size_t>(d)] * inv;
+  }
+}
 
 AttendFn attend_build(const char* name) {
   if (std::strcmp(name, "generic") == 0) return attend_generic::attend;

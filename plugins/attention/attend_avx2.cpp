@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <switchyard/plugin.hpp>
@@ -61,6 +62,7 @@ struct Vec {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
     for (; i < n; ++i) out[i] = sy::plugin::f16_to_f32(h[i]);
   }
+  static T load_halves(const uint16_t* h) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))); }
 };
 
 #include "attend_impl.inc"

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include <switchyard/plugin.hpp>
@@ -57,6 +58,7 @@ struct Vec {
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
     for (; i < n; ++i) out[i] = sy::plugin::f16_to_f32(h[i]);
   }
+  static T load_halves(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))); }
 };
 
 #include "attend_impl.inc"

@@ -162,6 +162,16 @@ struct Match {
   // scores as one more key, its probability column dropped after the softmax.
   std::vector<float> sinks;
   std::vector<std::string> carried;        // what was understood, for the log and inspect
+  // Latent attention (MLA): the cache holds the latent and the shared rotary
+  // key (as keys and values, KD and VD values a token); each head's key and
+  // value are linear in them. The query takes the key maps (q_map
+  // [H, Dq, KD+VD]: q . k = (q q_map) . [key row ; value row]), the op
+  // attends over the cached rows as one KV head, and out_map
+  // [H, value_dim, Dv] makes each head's value from the weighted sum.
+  bool latent = false;
+  int64_t latent_dim = 0, value_dim = 0;  // KD; the weighted sum's size (KD, or KD + VD)
+  std::vector<int64_t> q_map_dims, out_map_dims;
+  std::vector<float> q_map, out_map;
 };
 
 // Follows a value through ops that only repeat, reshape or scale it, to the
@@ -343,16 +353,10 @@ std::vector<float> sink_logits(const GraphRef& g, sy_value_id v) {
   refuse("the scores are concatenated with something other than constant per-head sinks");
 }
 
-// Explicit attention: concat -> scores -> softmax -> value product.
-Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat) {
-  Match m;
-  m.layer = kv.layer;
-  Walker w(g, c);
-  m.k_new = new_part_of(g, k_concat, kv.past_k, m.keys_transposed);
-  float scale = 1.f;
-  sy_node_id qk = w.keys_to_scores(g.output(k_concat, 0), scale, m.carried);
-  m.q = g.input(qk, 0);
-  if (g.is(qk, "Attention")) return match_sdpa_node(g, w, kv, qk, scale, m);
+// From the score product MatMul(Q, K^T) to the value product MatMul(P, V):
+// scale, soft-cap, mask, sinks and the softmax carried into m; returns the
+// value product.
+sy_node_id scores_to_values(const GraphRef& g, const Consumers& c, Walker& w, sy_node_id qk, float scale, Match& m) {
   m.scores = g.output(qk, 0);
   // Scores to Softmax: scale, soft-cap, masks, casts.
   sy_value_id s = m.scores;
@@ -428,7 +432,230 @@ Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, s
   if (softmax < 0) refuse("no softmax over the scores");
   if (!m.has_mask) refuse("the scores have no mask: this attention is not causal, and the fused op is");
   m.scale = scale;
-  sy_node_id pv = w.probs_to_output(g.output(softmax, 0), !m.sinks.empty());
+  return w.probs_to_output(g.output(softmax, 0), !m.sinks.empty());
+}
+
+// Latent attention (multi-head latent attention, DeepSeek V2/V3 and Kimi K2
+// as transformers exports them with a compressed cache): one of the past
+// tensors is the normalised latent (R values a token; transformers 5 caches
+// it as the "keys"), the other the rotary key shared by the heads (P values;
+// some ports swap the two). Per-token linear maps (the up-projection MatMul,
+// reshapes, splits, concatenations, scatters) make every head's key and
+// value from them before the usual score and value products.
+//
+// The fused form absorbs those maps instead of recomputing every head's keys
+// and values from the whole context each step: q . k_h(t) = (q M_h) .
+// [key row_t ; value row_t] with M_h the key map read back as a matrix, so
+// the op attends over the cache's rows as one KV head, and each head's value
+// is (sum_t p_t [key row_t ; value row_t]) V_h, over the first rows only
+// when the values read nothing else. The maps are not pattern-matched but
+// measured: the graph is evaluated with both cached parts fed as unit
+// vectors, which reads every column of them whatever ops the exporter chose,
+// and a zero token must give zero keys and values (no constant part). The
+// equivalence probe then proves the rewrite on the whole layer.
+
+// The up-projection that marks a latent cache: MatMul(cached, constant).
+bool feeds_latent_projection(const GraphRef& g, const Consumers& c, sy_value_id cached) {
+  for (sy_node_id n : c.of(cached))
+    if (g.is(n, "MatMul") && g.input(n, 0) == cached && g.constant(g.input(n, 1))) return true;
+  return false;
+}
+
+// Everything the latent and the rotary key reach through per-token linear
+// ops, and the products that read what they reach as their second operand.
+struct LatentReach {
+  std::set<sy_value_id> reached;
+  std::vector<sy_node_id> products;
+};
+
+LatentReach reach_from_latent(const GraphRef& g, const Consumers& c, const std::vector<sy_value_id>& starts) {
+  LatentReach r;
+  std::set<sy_value_id> outputs;  // what the graph returns stays computed: it cannot be absorbed
+  for (int32_t i = 0; i < g.output_count(); ++i) outputs.insert(g.output_value(i));
+  std::vector<sy_value_id> frontier(starts.begin(), starts.end());
+  std::vector<sy_node_id> joins;  // Concat / ScatterND: every data operand checked after the walk
+  while (!frontier.empty()) {
+    sy_value_id v = frontier.back();
+    frontier.pop_back();
+    if (!r.reached.insert(v).second) continue;
+    if (outputs.count(v) && std::find(starts.begin(), starts.end(), v) == starts.end())
+      refuse("a value made from the latent cache is also a graph output ('" + g.value_name(v) + "')");
+    for (sy_node_id n : c.of(v)) {
+      const std::string op = g.op_type(n);
+      if (op == "Shape" || op == "Size") continue;
+      auto follow = [&] {
+        for (int32_t o = 0; o < g.output_count(n); ++o)
+          if (g.output(n, o) != SY_NO_VALUE) frontier.push_back(g.output(n, o));
+      };
+      if (op == "MatMul" && g.domain(n).empty()) {
+        if (g.input(n, 0) == v && g.constant(g.input(n, 1))) {
+          follow();  // an up-projection
+        } else if (g.input(n, 1) == v) {
+          if (std::find(r.products.begin(), r.products.end(), n) == r.products.end()) r.products.push_back(n);
+        } else {
+          refuse("the latent cache reaches " + node_label(g, n) + " as its first operand, which is not a projection by a constant");
+        }
+        continue;
+      }
+      if (op == "Reshape" || op == "Transpose" || op == "Unsqueeze" || op == "Squeeze" || op == "Expand" || op == "Tile" || op == "Cast" ||
+          op == "Identity" || op == "Slice" || op == "Split" || op == "Flatten") {
+        if (g.input(n, 0) != v) refuse("the latent cache is the shape operand of " + node_label(g, n));
+        follow();
+        continue;
+      }
+      if (op == "Concat" || (op == "ScatterND" && g.input(n, 1) != v)) {
+        joins.push_back(n);
+        follow();
+        continue;
+      }
+      if (scalar_factor(g, n, v)) {
+        follow();
+        continue;
+      }
+      refuse("the latent cache feeds " + node_label(g, n) + ", which latent attention fusion cannot express");
+    }
+  }
+  for (sy_node_id n : joins) {
+    // A Concat joins reached parts only; a ScatterND writes reached updates
+    // into reached data or into a buffer the zero-token check shows is zero.
+    if (g.is(n, "Concat")) {
+      for (int32_t i = 0; i < g.input_count(n); ++i)
+        if (!r.reached.count(g.input(n, i)))
+          refuse("the latent cache is concatenated with something else (" + node_label(g, n) + ")");
+    } else if (!r.reached.count(g.input(n, 2))) {
+      refuse("the latent cache is scattered as indices or into another value (" + node_label(g, n) + ")");
+    }
+  }
+  return r;
+}
+
+// The past values' Concat(past, new), or -1.
+sy_node_id value_concat(const GraphRef& g, const Consumers& c, const KvLayer& kv) {
+  std::vector<sy_node_id> users;
+  for (sy_node_id n : c.of(kv.past_v))
+    if (!g.is(n, "Shape") && !g.is(n, "Size")) users.push_back(n);
+  return users.size() == 1 && g.is(users[0], "Concat") ? users[0] : -1;
+}
+
+// Whether either cached part feeds an up-projection (a latent cache).
+bool is_latent_layer(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat) {
+  if (feeds_latent_projection(g, c, g.output(k_concat, 0))) return true;
+  const sy_node_id v_concat = value_concat(g, c, kv);
+  return v_concat >= 0 && feeds_latent_projection(g, c, g.output(v_concat, 0));
+}
+
+Match match_latent(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat, const sy_model_info& info) {
+  Match m;
+  m.layer = kv.layer;
+  m.latent = true;
+  bool transposed = false;
+  m.k_new = new_part_of(g, k_concat, kv.past_k, transposed);
+  if (transposed) refuse("the cached keys are concatenated on their feature axis");
+  const sy_node_id v_concat = value_concat(g, c, kv);
+  if (v_concat < 0) refuse("the past values do not feed one Concat with the new ones");
+  m.v_new = new_part_of(g, v_concat, kv.past_v, transposed);
+  if (transposed) refuse("the cached values are concatenated on their feature axis");
+  // The two cached parts: the key rows (A, KD values) and the value rows (B).
+  const sy_value_id part_a = g.output(k_concat, 0), part_b = g.output(v_concat, 0);
+  const LatentReach reach = reach_from_latent(g, c, {part_a, part_b});
+  // The score product is the one whose output reaches a softmax.
+  Walker w(g, c);
+  sy_node_id qk = -1, pv = -1;
+  std::string why = "the latent cache reaches no score product MatMul(Q, K^T)";
+  for (sy_node_id n : reach.products) {
+    Match trial = m;
+    try {
+      pv = scores_to_values(g, c, w, n, 1.f, trial);
+    } catch (const Refusal& r) {
+      why = r.why;
+      continue;
+    }
+    if (qk >= 0) refuse("the latent cache feeds two score products ('" + g.name(qk) + "' and '" + g.name(n) + "')");
+    qk = n;
+    m = trial;
+  }
+  if (qk < 0) refuse(why);
+  if (!reach.reached.count(g.input(pv, 1))) refuse("the value product '" + g.name(pv) + "' reads values that do not come from the latent cache");
+  for (sy_node_id n : reach.products)
+    if (n != qk && n != pv) refuse("the latent cache also feeds " + node_label(g, n) + ", besides the score and value products");
+  m.q = g.input(qk, 0);
+  m.out = g.output(pv, 0);
+  m.replaced.push_back(pv);
+
+  // Measure the maps: T = KD + VD + 1 tokens, the key rows' unit vectors,
+  // the value rows', then a zero token.
+  auto kshape = g.value_shape(kv.past_k), vshape = g.value_shape(kv.past_v);
+  const int64_t KD = kshape && kshape->size() == 4 ? (*kshape)[3] : -1, VD = vshape && vshape->size() == 4 ? (*vshape)[3] : -1;
+  if (KD <= 0 || VD <= 0 || (*kshape)[1] != 1 || (*vshape)[1] != 1)
+    refuse("the latent cache's keys and values are not one static head each ([batch, 1, past, size])");
+  const int64_t T = KD + VD + 1;
+  if (info.max_context > 0 && T > info.max_context) refuse("the model's context is shorter than the latent's size");
+  std::vector<float> a(static_cast<size_t>(T * KD), 0.f), b(static_cast<size_t>(T * VD), 0.f);
+  for (int64_t i = 0; i < KD; ++i) a[static_cast<size_t>(i * KD + i)] = 1.f;
+  for (int64_t i = 0; i < VD; ++i) b[static_cast<size_t>((KD + i) * VD + i)] = 1.f;
+  const int64_t adims[4] = {1, 1, T, KD}, bdims[4] = {1, 1, T, VD};
+  std::vector<sy::plugin::TensorView> got;
+  try {
+    got = g.evaluate(1, static_cast<int32_t>(T - 1), 1,
+                     {{part_a, sy_tensor{SY_DTYPE_FLOAT32, 4, adims, a.data(), SY_DEVICE_CPU, 0}},
+                      {part_b, sy_tensor{SY_DTYPE_FLOAT32, 4, bdims, b.data(), SY_DEVICE_CPU, 0}}},
+                     {g.input(qk, 1), g.input(pv, 1), m.q});
+  } catch (const Error& e) {
+    refuse(std::string("its key and value maps cannot be evaluated: ") + e.what());
+  }
+  const auto& K = got[0];  // [1, Hk, Dq, T]
+  const auto& V = got[1];  // [1, Hv, T, Dv]
+  const auto& Q = got[2];  // [1, H, 1, Dq]
+  if (Q.rank() != 4 || K.rank() != 4 || V.rank() != 4 || K.dtype() != SY_DTYPE_FLOAT32 || V.dtype() != SY_DTYPE_FLOAT32)
+    refuse("the query, keys or values are not [batch, heads, tokens, size] float tensors");
+  const int64_t H = Q.dim(1), Dq = Q.dim(3), Hk = K.dim(1), Hv = V.dim(1), Dv = V.dim(3);
+  if (K.dim(2) != Dq || K.dim(3) != T || V.dim(2) != T || (Hk != 1 && Hk != H) || (Hv != 1 && Hv != H))
+    refuse("the keys or values evaluate to an unexpected shape");
+  const float* kd = K.data<float>();
+  const float* vd = V.data<float>();
+  auto key_at = [&](int64_t h, int64_t d, int64_t t) { return kd[((std::min(h, Hk - 1) * Dq) + d) * T + t]; };
+  auto value_at = [&](int64_t h, int64_t t, int64_t d) { return vd[((std::min(h, Hv - 1) * T) + t) * Dv + d]; };
+  bool values_read_b = false;
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t d = 0; d < Dq; ++d)
+      if (key_at(h, d, T - 1) != 0.f) refuse("the keys have a part that does not come from the cache (a zero token gives nonzero keys)");
+    for (int64_t d = 0; d < Dv; ++d) {
+      if (value_at(h, T - 1, d) != 0.f) refuse("the values have a part that does not come from the cache (a zero token gives nonzero values)");
+      for (int64_t t = KD; t < KD + VD; ++t) values_read_b = values_read_b || value_at(h, t, d) != 0.f;
+    }
+  }
+  // q_map[h][d][j] = coordinate d of the key made from unit vector j (key rows, then value rows).
+  const int64_t C = KD + VD;
+  m.latent_dim = KD;
+  m.value_dim = values_read_b ? C : KD;
+  m.q_map_dims = {H, Dq, C};
+  m.q_map.resize(static_cast<size_t>(H * Dq * C));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = 0; d < Dq; ++d)
+      for (int64_t j = 0; j < C; ++j) m.q_map[static_cast<size_t>((h * Dq + d) * C + j)] = key_at(h, d, j);
+  m.out_map_dims = {H, m.value_dim, Dv};
+  m.out_map.resize(static_cast<size_t>(H * m.value_dim * Dv));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t j = 0; j < m.value_dim; ++j)
+      for (int64_t d = 0; d < Dv; ++d) m.out_map[static_cast<size_t>((h * m.value_dim + j) * Dv + d)] = value_at(h, j, d);
+  m.carried.push_back("latent attention (" + std::to_string(H) + " heads over cached rows of " + std::to_string(KD) + " + " +
+                      std::to_string(VD) + ", keys of " + std::to_string(Dq) + " and values of " + std::to_string(Dv) + " absorbed" +
+                      (values_read_b ? ", values reading both cached parts" : "") + ")");
+  return m;
+}
+
+// Explicit attention: concat -> scores -> softmax -> value product.
+Match match_explicit(const GraphRef& g, const Consumers& c, const KvLayer& kv, sy_node_id k_concat, const sy_model_info& info) {
+  if (is_latent_layer(g, c, kv, k_concat)) return match_latent(g, c, kv, k_concat, info);
+  Match m;
+  m.layer = kv.layer;
+  Walker w(g, c);
+  m.k_new = new_part_of(g, k_concat, kv.past_k, m.keys_transposed);
+  float scale = 1.f;
+  sy_node_id qk = w.keys_to_scores(g.output(k_concat, 0), scale, m.carried);
+  m.q = g.input(qk, 0);
+  if (g.is(qk, "Attention")) return match_sdpa_node(g, w, kv, qk, scale, m);
+  sy_node_id pv = scores_to_values(g, c, w, qk, scale, m);
   sy_node_id v_concat = w.values_to_concat(g.input(pv, 1));
   bool v_transposed = false;
   if (g.input(v_concat, 0) != kv.past_v) refuse("the value product reads a Concat of another layer's past values");
@@ -571,6 +798,40 @@ std::vector<float> sdpa_mask(const sy::plugin::TensorView* t, bool causal, int64
   return out;
 }
 
+// A latent layer: the query through its key maps, the op over the latent
+// cache, each head's value map after it.
+void rewrite_latent(GraphRef& g, const Match& m, const KvLayer& kv, int64_t window_option) {
+  const std::string base = "layer" + std::to_string(m.layer);
+  const int64_t H = m.q_map_dims[0], C = m.q_map_dims[2], R = m.latent_dim;
+  std::vector<sy_value_id> q, out, o;
+  g.add_node("", "MatMul", base + "_latent_query", {m.q, g.add_constant(base + "_latent_q_map", SY_DTYPE_FLOAT32, m.q_map_dims, m.q_map.data())}, q);
+  g.set_type(q[0], SY_DTYPE_FLOAT32, std::vector<int64_t>{1, H, -1, C});
+  sy_node_id node = g.add_node(kDomain, kOp, base + "_paged_attention", {q[0], m.k_new, m.v_new}, out);
+  g.set_attr(node, "layer", int64_t{m.layer});
+  g.set_attr(node, "scale", m.scale);
+  g.set_attr(node, "softcap", m.softcap);
+  g.set_attr(node, "window", window_option > 0 ? window_option : m.window);
+  g.set_attr(node, "kv_heads", int64_t{1});
+  g.set_attr(node, "head_dim", R);
+  g.set_attr(node, "value_head_dim", C - R);
+  g.set_attr(node, "latent_dim", R);
+  g.set_attr(node, "value_dim", m.value_dim);
+  g.set_type(out[0], SY_DTYPE_FLOAT32, std::vector<int64_t>{1, H, -1, m.value_dim});
+  g.add_node("", "MatMul", base + "_latent_values", {out[0], g.add_constant(base + "_latent_out_map", SY_DTYPE_FLOAT32, m.out_map_dims, m.out_map.data())}, o);
+  g.set_type(o[0], SY_DTYPE_FLOAT32, g.value_shape(m.out));
+  g.replace_all_uses(m.out, o[0]);
+  for (sy_node_id n : m.replaced) g.remove_node(n);
+  if (!kv.present_k.empty()) g.remove_output(kv.present_k);
+  if (!kv.present_v.empty()) g.remove_output(kv.present_v);
+  std::ostringstream os;
+  os << "attention-fusion: layer " << m.layer << " fused (scale " << m.scale;
+  if (m.softcap > 0) os << ", softcap " << m.softcap;
+  if (m.window > 0) os << ", window " << m.window;
+  os << "):";
+  for (const auto& c : m.carried) os << " " << c << ";";
+  sy::plugin::log(SY_LOG_INFO, os.str());
+}
+
 }  // namespace
 
 bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
@@ -613,7 +874,7 @@ bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
       if (users.size() != 1) refuse("the past keys feed " + std::to_string(users.size()) + " nodes, expected one");
       sy_node_id n = users[0];
       if (g.is(n, SY_ORT_OP_GROUP_QUERY_ATTENTION, SY_ORT_DOMAIN)) matches.push_back(match_gqa(g, n, kv));
-      else if (g.is(n, "Concat")) matches.push_back(match_explicit(g, consumers, kv, n));
+      else if (g.is(n, "Concat")) matches.push_back(match_explicit(g, consumers, kv, n, info));
       else refuse("the past keys feed " + node_label(g, n) + ", neither a Concat with the new keys nor GroupQueryAttention");
     } catch (const Refusal& r) {
       throw Error("attention-fusion: layer " + std::to_string(index) + " cannot be fused: " + r.why, SY_UNSUPPORTED);
@@ -693,6 +954,11 @@ bool AttentionFusion::run(GraphRef& g, const sy::plugin::Options& options) {
       throw Error("attention-fusion: layer " + std::to_string(m.layer) + ": the KV geometry (heads, head size) is unknown", SY_UNSUPPORTED);
     sy_value_id k_new = m.k_new, v_new = m.v_new;
     const std::string base = "layer" + std::to_string(m.layer);
+    if (m.latent) {
+      if (target_kv > 0) throw Error("kv_heads pooling does not apply to latent attention (layer " + std::to_string(m.layer) + ")", SY_UNSUPPORTED);
+      rewrite_latent(g, m, kv, window_option);
+      continue;
+    }
     if (m.keys_transposed) {
       std::vector<sy_value_id> t;
       sy_node_id tr = g.add_node("", "Transpose", base + "_keys_untranspose", {k_new}, t);

@@ -22,7 +22,14 @@ struct AttentionFusion {
 // attends causally, optionally within a window (the query sees keys
 // pos-window+1..pos), scores = dot * scale, soft-capped as
 // softcap * tanh(s / softcap) when softcap > 0, with an online softmax over
-// the cache blocks. Query head h reads KV head h / (H / KVH).
+// the cache blocks. Query head h reads KV head h / (H / KVH). Keys and values
+// may differ in size (the caches' rows say which).
+// Latent attention (MLA, attribute latent_dim = R > 0, heads-major only):
+// K_new is the latent [1,1,T,R] and V_new the rotary key [1,1,T,P], cached
+// as they are; a key is their concatenation (Q is [1,H,T,R+P], the
+// up-projection absorbed into it) and a value its first value_dim values
+// (default R), the output [1,H,T,value_dim] (the value up-projection comes
+// after the op).
 class PagedAttentionKernel {
  public:
   explicit PagedAttentionKernel(const sy::plugin::NodeRef& node);
@@ -33,11 +40,12 @@ class PagedAttentionKernel {
   int64_t window() const { return window_; }
   int64_t packed_heads() const { return packed_heads_; }  // > 0: token-major layout
   bool rotary_interleaved() const { return rotary_interleaved_; }
+  int64_t latent_dim() const { return latent_dim_; }  // > 0: latent attention (MLA)
 
  private:
   int32_t layer_;
   float scale_, softcap_;
-  int64_t window_, packed_heads_, kv_heads_;
+  int64_t window_, packed_heads_, kv_heads_, latent_dim_ = 0, latent_value_dim_ = 0;
   bool rotary_interleaved_;
 };
 

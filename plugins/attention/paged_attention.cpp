@@ -23,6 +23,11 @@ PagedAttentionKernel::PagedAttentionKernel(const sy::plugin::NodeRef& n) {
   packed_heads_ = n.graph.attr_int(n.node, "num_heads").value_or(0);
   kv_heads_ = n.graph.attr_int(n.node, "kv_heads").value_or(0);
   rotary_interleaved_ = n.graph.attr_int(n.node, "rotary_interleaved").value_or(0) != 0;
+  latent_dim_ = n.graph.attr_int(n.node, "latent_dim").value_or(0);
+  latent_value_dim_ = n.graph.attr_int(n.node, "value_dim").value_or(latent_dim_);
+  if (latent_dim_ < 0 || (latent_dim_ > 0 && latent_value_dim_ < latent_dim_))
+    throw Error("PagedAttention: latent_dim must be >= 0 and value_dim at least latent_dim", SY_INVALID_ARGUMENT);
+  if (latent_dim_ > 0 && packed_heads_ > 0) throw Error("PagedAttention: latent attention takes the heads-major layout", SY_INVALID_ARGUMENT);
   if (softcap_ < 0.f) throw Error("PagedAttention: softcap must be >= 0", SY_INVALID_ARGUMENT);
   if (packed_heads_ > 0 && kv_heads_ <= 0) throw Error("PagedAttention: the token-major layout needs kv_heads", SY_INVALID_ARGUMENT);
 }
@@ -86,26 +91,45 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   const bool token_major = packed_heads_ > 0;
   // A quantized cache's rows are the head's codes and a scale (SY_KV_ROW_*).
   const bool quantized = SY_KV_ROW_QUANTIZED(kc.dtype);
-  const int64_t NB = kc.dims[0], BS = kc.dims[2], D = kc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0);
+  const int64_t NB = kc.dims[0], BS = kc.dims[2];
   if (kc.dtype != vc.dtype ||
       (kc.dtype != SY_DTYPE_FLOAT32 && kc.dtype != SY_DTYPE_FLOAT16 && kc.dtype != SY_DTYPE_BFLOAT16 && !quantized))
     throw Error("PagedAttention: the KV cache must hold float32, float16, bfloat16, int8 or fp8 (e4m3fn) rows, got dtype " +
                     std::to_string(kc.dtype),
                 SY_UNSUPPORTED);
-  HeadLayout QL, KL;
+  // Sizes: a query and a key (DK), the cache's key and value rows (KD, VD),
+  // a value and the output (DV). Latent attention (latent_dim > 0) caches
+  // the latent and the rotary key, whose concatenation is the key; a value
+  // is the key's first DV values.
+  const int64_t KD = kc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0), VD = vc.dims[3] - (quantized ? SY_KV_ROW_SCALE_BYTES : 0);
+  const bool latent = latent_dim_ > 0;
+  const int64_t DK = latent ? KD + VD : KD, DV = latent ? latent_value_dim_ : VD;
+  if (latent && (KD != latent_dim_ || DV > DK))
+    throw Error("PagedAttention: the key cache's rows (" + std::to_string(KD) + ") are not the latent's " + std::to_string(latent_dim_) +
+                    " values, or value_dim exceeds the key",
+                SY_INVALID_ARGUMENT);
+  HeadLayout QL, KL, VL, OL;
   if (token_major) {
     if (q.rank() != 3 || kn.rank() != 3 || vn.rank() != 3 || q.dim(0) != 1 || kn.dim(0) != 1)
       throw Error("PagedAttention: expected Q/K/V of shape [1, tokens, heads * head_dim]", SY_INVALID_ARGUMENT);
-    QL = {packed_heads_, q.dim(1), D, true};
-    KL = {kv_heads_, kn.dim(1), D, true};
-    if (q.dim(2) != packed_heads_ * D || kn.dim(2) != kv_heads_ * D || vn.dim(2) != kv_heads_ * D)
-      throw Error("PagedAttention: Q/K/V widths do not match num_heads/kv_heads and the cache's head size", SY_INVALID_ARGUMENT);
+    QL = {packed_heads_, q.dim(1), DK, true};
+    KL = {kv_heads_, kn.dim(1), KD, true};
+    VL = {kv_heads_, vn.dim(1), VD, true};
+    OL = {packed_heads_, q.dim(1), DV, true};
+    if (q.dim(2) != packed_heads_ * DK || kn.dim(2) != kv_heads_ * KD || vn.dim(2) != kv_heads_ * VD)
+      throw Error("PagedAttention: Q/K/V widths do not match num_heads/kv_heads and the cache's head sizes", SY_INVALID_ARGUMENT);
   } else {
     if (q.rank() != 4 || kn.rank() != 4 || vn.rank() != 4 || q.dim(0) != 1 || kn.dim(0) != 1)
       throw Error("PagedAttention: expected Q/K/V of shape [1, heads, tokens, head_dim]", SY_INVALID_ARGUMENT);
     QL = {q.dim(1), q.dim(2), q.dim(3), false};
     KL = {kn.dim(1), kn.dim(2), kn.dim(3), false};
-    if (kn.dim(3) != QL.dim || QL.dim != D) throw Error("PagedAttention: head sizes of Q, K and the cache differ", SY_INVALID_ARGUMENT);
+    VL = {vn.dim(1), vn.dim(2), vn.dim(3), false};
+    OL = {q.dim(1), q.dim(2), DV, false};
+    if (QL.dim != DK || KL.dim != KD || VL.dim != VD || VL.heads != KL.heads || VL.tokens != KL.tokens)
+      throw Error("PagedAttention: head sizes of Q (" + std::to_string(QL.dim) + "), K (" + std::to_string(KL.dim) + "), V (" +
+                      std::to_string(VL.dim) + ") do not match the cache's rows (" + std::to_string(KD) + ", " + std::to_string(VD) +
+                      (latent ? ", latent" : "") + ")",
+                  SY_INVALID_ARGUMENT);
   }
   const int64_t H = QL.heads, KVH = KL.heads, T = QL.tokens;
   if (H % KVH != 0 || kc.dims[1] != KVH || KL.tokens != T || T != step->num_tokens)
@@ -115,7 +139,8 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   int64_t half = 0, max_pos = 0;
   if (rotary) {
     auto c = io.input(3), sn = io.input(4);
-    if (c.rank() != 2 || sn.dims() != c.dims() || 2 * c.dim(1) > D)
+    if (latent) throw Error("PagedAttention: latent attention rotates in the graph, not in the op", SY_INVALID_ARGUMENT);
+    if (c.rank() != 2 || sn.dims() != c.dims() || 2 * c.dim(1) > KD)
       throw Error("PagedAttention: cos/sin caches must be [max_positions, rotary_dim / 2] within the head size", SY_INVALID_ARGUMENT);
     cos_c = c.data<float>();
     sin_c = sn.data<float>();
@@ -135,11 +160,13 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
       throw Error("PagedAttention: sinks must be " + std::to_string(H) + " float32 values, one per query head", SY_INVALID_ARGUMENT);
     sinks = sk.data<float>();
   }
-  auto out = io.allocate_output(0, SY_DTYPE_FLOAT32, q.dims());
+  std::vector<int64_t> out_dims = q.dims();
+  out_dims.back() = token_major ? packed_heads_ * DV : DV;
+  auto out = io.allocate_output(0, SY_DTYPE_FLOAT32, out_dims);
   const float* Q = q.data<float>();
   const float* Kn = kn.data<float>();
   const float* Vn = vn.data<float>();
-  const CacheRows K{kc.data, kc.dtype, D}, V{vc.data, vc.dtype, D};
+  const CacheRows K{kc.data, kc.dtype, KD}, V{vc.data, vc.dtype, VD};
   float* O = out.data<float>();
   (void)NB;
   const int32_t* tables = step->block_tables;
@@ -149,77 +176,141 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
     return (block * KVH + g) * BS + pos % BS;  // the row (CacheRows::write sizes it)
   };
   // 1. The new tokens' keys (rotated) and values go into their cache slots.
-  std::vector<float> krow(static_cast<size_t>(D));
+  std::vector<float> krow(static_cast<size_t>(KD));
   for (int32_t i = 0; i < step->num_seqs; ++i) {
     int64_t q0 = step->query_start[i], n = step->query_start[i + 1] - q0, ctx = step->context_len[i];
     for (int64_t j = 0; j < n; ++j) {
       int64_t pos = ctx - n + j;
       for (int64_t g = 0; g < KVH; ++g) {
-        std::memcpy(krow.data(), Kn + KL.offset(g, q0 + j), static_cast<size_t>(D) * sizeof(float));
+        std::memcpy(krow.data(), Kn + KL.offset(g, q0 + j), static_cast<size_t>(KD) * sizeof(float));
         if (rotary) rotate(krow.data(), step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
         K.write(slot(i, pos, g), krow.data());
-        V.write(slot(i, pos, g), Vn + KL.offset(g, q0 + j));
+        V.write(slot(i, pos, g), Vn + VL.offset(g, q0 + j));
       }
     }
   }
   // 2. Attention in tiles: the query heads of one KV head times up to
   // kTileRows / group tokens of one sequence, each tile reading its context's
-  // keys and values once (attend.h). Tiles are taken largest first from a
-  // shared counter, so a long prompt's tiles and many short decodes spread
-  // evenly over the threads.
+  // keys and values once (attend.h). A tile whose keys span several
+  // kSegmentKeys segments of the context is split there (split-K): each
+  // segment is a work item writing its rows' softmax state, merged after,
+  // so a long decode spreads over the threads even with one KV head. Items
+  // are taken largest first from a shared counter, so a long prompt's tiles
+  // and many short decodes spread evenly too.
   const int64_t group = H / KVH;
   const int64_t tile_tokens = std::max<int64_t>(1, kTileRows / group);
+  const int32_t max_rows = static_cast<int32_t>(tile_tokens * group);
+  const int64_t SF = attend_state_floats(DV);
   struct Tile {
     int32_t seq;
     int32_t kv_head;
-    int64_t t0, t1;  // the sequence's query tokens [t0, t1)
+    int64_t t0, t1;      // the sequence's query tokens [t0, t1)
+    int64_t segments;    // split-K parts (1: the tile writes its output itself)
+    size_t first_state;  // its parts' states in `states`, parts x max_rows x SF floats
+  };
+  struct Item {
+    size_t tile;
+    int64_t key_begin, key_end;
+    int64_t part;  // which of the tile's segments (-1: unsplit)
     int64_t cost;
   };
   std::vector<Tile> tiles;
+  std::vector<Item> items;
+  size_t state_floats = 0;
   int64_t total_cost = 0;
   for (int32_t i = 0; i < step->num_seqs; ++i) {
     const int64_t n = step->query_start[i + 1] - step->query_start[i], ctx = step->context_len[i];
     for (int64_t t0 = 0; t0 < n; t0 += tile_tokens) {
       const int64_t t1 = std::min(n, t0 + tile_tokens);
-      const int64_t keys = window_ > 0 ? std::min<int64_t>(ctx - n + t1, window_ + (t1 - t0)) : ctx - n + t1;
+      const int64_t last = ctx - n + t1 - 1, first = window_ > 0 ? std::max<int64_t>(0, ctx - n + t0 - window_ + 1) : 0;
+      const int64_t s0 = first / kSegmentKeys, s1 = last / kSegmentKeys, rows = (t1 - t0) * group;
       for (int64_t g = 0; g < KVH; ++g) {
-        tiles.push_back({i, static_cast<int32_t>(g), t0, t1, (t1 - t0) * group * keys});
-        total_cost += (t1 - t0) * group * keys;
+        const size_t index = tiles.size();
+        tiles.push_back({i, static_cast<int32_t>(g), t0, t1, s1 - s0 + 1, state_floats});
+        if (s0 == s1) {
+          items.push_back({index, 0, INT64_MAX, -1, rows * (last - first + 1)});
+        } else {
+          state_floats += static_cast<size_t>((s1 - s0 + 1) * max_rows * SF);
+          for (int64_t sg = s0; sg <= s1; ++sg) {
+            const int64_t b = std::max(first, sg * kSegmentKeys), e = std::min(last + 1, (sg + 1) * kSegmentKeys);
+            items.push_back({index, sg * kSegmentKeys, (sg + 1) * kSegmentKeys, sg - s0, rows * (e - b)});
+          }
+        }
+        total_cost += rows * (last - first + 1);
       }
     }
   }
-  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) { return a.cost > b.cost; });
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
+  std::vector<float> states(state_floats);
   const AttendFn attend = attend_fn();
-  const int32_t max_rows = static_cast<int32_t>(tile_tokens * group);
+  // The rows of a tile, in order: token j's query heads of the tile's KV head.
+  auto for_rows = [&](const Tile& tile, auto&& fn) {
+    const int64_t q0 = step->query_start[tile.seq];
+    int32_t row = 0;
+    for (int64_t j = tile.t0; j < tile.t1; ++j)
+      for (int64_t hh = 0; hh < group; ++hh, ++row) fn(row, q0 + j, tile.kv_head * group + hh);
+  };
   std::atomic<size_t> next{0};
   auto work = [&](int64_t, int64_t) {
-    std::vector<float> qrows(static_cast<size_t>(max_rows * D)), orows(static_cast<size_t>(max_rows * D)),
-        scratch(static_cast<size_t>(attend_scratch_floats(max_rows, D)));
+    std::vector<float> qrows(static_cast<size_t>(max_rows * DK)), orows(static_cast<size_t>(max_rows * DV)),
+        scratch(static_cast<size_t>(attend_scratch_floats(max_rows, DK, DV)));
     std::vector<int64_t> last(static_cast<size_t>(max_rows));
     std::vector<float> row_sinks(static_cast<size_t>(max_rows));
-    for (size_t k = next++; k < tiles.size(); k = next++) {
-      const Tile& tile = tiles[k];
+    for (size_t k = next++; k < items.size(); k = next++) {
+      const Item& item = items[k];
+      const Tile& tile = tiles[item.tile];
       const int64_t q0 = step->query_start[tile.seq], n = step->query_start[tile.seq + 1] - q0, ctx = step->context_len[tile.seq];
       int32_t rows = 0;
-      for (int64_t j = tile.t0; j < tile.t1; ++j)
-        for (int64_t hh = 0; hh < group; ++hh, ++rows) {
-          float* qv = qrows.data() + rows * D;
-          std::memcpy(qv, Q + QL.offset(tile.kv_head * group + hh, q0 + j), static_cast<size_t>(D) * sizeof(float));
-          if (rotary) rotate(qv, step->positions[q0 + j], cos_c, sin_c, half, rotary_interleaved_);
-          last[static_cast<size_t>(rows)] = ctx - n + j;  // causal: keys 0..last
-          if (sinks) row_sinks[static_cast<size_t>(rows)] = sinks[tile.kv_head * group + hh];
-        }
-      AttendTile at{D, BS, KVH, tile.kv_head, tables + tile.seq * maxb, kc.data, vc.data, kc.dtype, scale_, softcap_,
-                    window_, rows, qrows.data(), last.data(), orows.data(), sinks ? row_sinks.data() : nullptr};
+      for_rows(tile, [&](int32_t row, int64_t token, int64_t head) {
+        float* qv = qrows.data() + row * DK;
+        std::memcpy(qv, Q + QL.offset(head, token), static_cast<size_t>(DK) * sizeof(float));
+        if (rotary) rotate(qv, step->positions[token], cos_c, sin_c, half, rotary_interleaved_);
+        last[static_cast<size_t>(row)] = ctx - n + (token - q0);  // causal: keys 0..last
+        if (sinks) row_sinks[static_cast<size_t>(row)] = sinks[head];
+        rows = row + 1;
+      });
+      AttendTile at{DK,       DV,       BS,     KVH,          tile.kv_head,  tables + tile.seq * maxb,
+                    kc.data,  vc.data,  latent ? latent_dim_ : 0,    kc.dtype,      scale_,
+                    softcap_, window_,  rows,   qrows.data(), last.data(),   orows.data(),
+                    sinks ? row_sinks.data() : nullptr};
+      if (item.part >= 0) {
+        at.key_begin = item.key_begin;
+        at.key_end = item.key_end;
+        at.state = states.data() + tile.first_state + static_cast<size_t>(item.part * max_rows * SF);
+      }
       attend(at, scratch.data());
-      rows = 0;
-      for (int64_t j = tile.t0; j < tile.t1; ++j)
-        for (int64_t hh = 0; hh < group; ++hh, ++rows)
-          std::memcpy(O + QL.offset(tile.kv_head * group + hh, q0 + j), orows.data() + rows * D, static_cast<size_t>(D) * sizeof(float));
+      if (item.part < 0)
+        for_rows(tile, [&](int32_t row, int64_t token, int64_t head) {
+          std::memcpy(O + OL.offset(head, token), orows.data() + row * DV, static_cast<size_t>(DV) * sizeof(float));
+        });
     }
   };
-  if (total_cost * D >= (1 << 16) && tiles.size() > 1) io.parallel_for(static_cast<int64_t>(tiles.size()), 1, work);
+  if (total_cost * (DK + DV) >= (1 << 17) && items.size() > 1) io.parallel_for(static_cast<int64_t>(items.size()), 1, work);
   else work(0, 1);
+  // 3. Split tiles: their segments' states merged, in segment order.
+  std::vector<size_t> split;
+  for (size_t i = 0; i < tiles.size(); ++i)
+    if (tiles[i].segments > 1) split.push_back(i);
+  auto merge = [&](int64_t b, int64_t e) {
+    std::vector<float> orows(static_cast<size_t>(max_rows * DV)), row_sinks(static_cast<size_t>(max_rows));
+    std::vector<const float*> parts;
+    for (int64_t k = b; k < e; ++k) {
+      const Tile& tile = tiles[split[static_cast<size_t>(k)]];
+      int32_t rows = 0;
+      for_rows(tile, [&](int32_t row, int64_t, int64_t head) {
+        if (sinks) row_sinks[static_cast<size_t>(row)] = sinks[head];
+        rows = row + 1;
+      });
+      parts.clear();
+      for (int64_t p = 0; p < tile.segments; ++p) parts.push_back(states.data() + tile.first_state + static_cast<size_t>(p * max_rows * SF));
+      attend_merge(parts.data(), tile.segments, rows, DV, sinks ? row_sinks.data() : nullptr, orows.data());
+      for_rows(tile, [&](int32_t row, int64_t token, int64_t head) {
+        std::memcpy(O + OL.offset(head, token), orows.data() + row * DV, static_cast<size_t>(DV) * sizeof(float));
+      });
+    }
+  };
+  if (split.size() > 1 && total_cost * (DK + DV) >= (1 << 17)) io.parallel_for(static_cast<int64_t>(split.size()), 1, merge);
+  else if (!split.empty()) merge(0, static_cast<int64_t>(split.size()));
 }
 
 }  // namespace sy_attention

@@ -16,8 +16,9 @@ using sy::plugin::DeviceBuffer;
 using sy::plugin::Error;
 
 PagedAttentionCudaKernel::PagedAttentionCudaKernel(const sy::plugin::NodeRef& n) : cpu_(n) {
-  if (cpu_.softcap() > 0.f || cpu_.packed_heads() > 0 || n.graph.input_count(n.node) > 3)
-    throw Error("PagedAttention on CUDA supports the heads-major layout without soft-cap, rotary or sinks; this layer needs the CPU kernel",
+  if (cpu_.softcap() > 0.f || cpu_.packed_heads() > 0 || n.graph.input_count(n.node) > 3 || cpu_.latent_dim() > 0)
+    throw Error("PagedAttention on CUDA supports the heads-major layout without soft-cap, rotary, sinks or latent attention; "
+                "this layer needs the CPU kernel",
                 SY_UNSUPPORTED);
 }
 
@@ -42,7 +43,8 @@ void PagedAttentionCudaKernel::compute(sy::plugin::KernelIO& io) {
   a.T = static_cast<int32_t>(q.dim(2));
   a.D = static_cast<int32_t>(q.dim(3));
   a.BS = static_cast<int32_t>(kc.dims[2]);
-  if (a.H % a.KVH != 0 || kn.dim(3) != a.D || kc.dims[1] != a.KVH || kc.dims[3] != a.D || kn.dim(2) != a.T || a.T != step->num_tokens)
+  if (a.H % a.KVH != 0 || kn.dim(3) != a.D || vn.dim(3) != a.D || kc.dims[1] != a.KVH || kc.dims[3] != a.D || vc.dims[3] != a.D ||
+      kn.dim(2) != a.T || a.T != step->num_tokens)
     throw Error("PagedAttention: Q/K/V shapes do not match the KV cache layout or the step's token count", SY_INVALID_ARGUMENT);
 
   // Step layout, packed: query_start | context_len | block_tables | token_seq | tiles.

@@ -239,6 +239,85 @@ TEST(Attend, ARowIsTheSameBitsAloneOrInAnyTile) {
     }
 }
 
+// Split-K: a context past one segment (kSegmentKeys) is attended segment by
+// segment, each writing its rows' softmax state, then merged. The merged
+// result matches the double-precision reference, and a context inside one
+// segment, attended through a state and a merge, is the direct tile's bits.
+TEST(Attend, SegmentsOfALongContextMergeToTheReference) {
+  struct Long {
+    Case cs;
+    int64_t ctx;
+  };
+  const std::vector<Long> longs = {
+      {{64, 16, 2, 0, 3}, 2 * kSegmentKeys + 300},                                      // three segments, a GQA group
+      {{64, 16, 1, 0, 4, 0.f, 0, SY_DTYPE_FLOAT16, true}, kSegmentKeys + 40},            // sinks, fp16 read in place
+      {{48, 16, 2, 0, 5, 0.f, 700, SY_DTYPE_INT8}, 3 * kSegmentKeys - 5},               // a window across a boundary
+      {{24, 16, 1, 0, 4, 0.f, 0, SY_DTYPE_FLOAT32, false, 0, 16}, kSegmentKeys + 1},     // latent rows
+  };
+  for (auto [name, fn] : builds())
+    for (Long lc : longs) {
+      Case cs = lc.cs;
+      cs.ctx = lc.ctx;
+      std::mt19937 rng(static_cast<uint32_t>(cs.ctx));
+      Cache c = make_cache(cs, rng);
+      std::normal_distribution<float> n(0.f, 1.f);
+      std::vector<float> q(static_cast<size_t>(cs.rows * cs.D));
+      for (auto& x : q) x = n(rng);
+      std::vector<int64_t> last(static_cast<size_t>(cs.rows));
+      for (int32_t r = 0; r < cs.rows; ++r) last[static_cast<size_t>(r)] = cs.ctx - 1 - (cs.rows - 1 - r);
+      const float scale = 1.f / std::sqrt(static_cast<float>(cs.D));
+      const int64_t DV = cs.DV(), SF = attend_state_floats(DV);
+      std::vector<std::vector<float>> states;
+      for (int64_t sg = 0; sg * kSegmentKeys < cs.ctx; ++sg) {
+        std::vector<float> st(static_cast<size_t>(cs.rows * SF)), out(static_cast<size_t>(cs.rows * DV)),
+            scratch(static_cast<size_t>(attend_scratch_floats(cs.rows, cs.D, DV)));
+        std::vector<float> sinks;
+        for (int32_t r = 0; r < cs.rows && cs.sinks; ++r) sinks.push_back(sink_of(q.data() + r * cs.D));
+        AttendTile t{c.D,      c.DV,      c.BS, c.KVH,    0,           c.table.data(), c.kp(), c.vp(), c.latent ? c.KD : 0, c.dtype, scale,
+                     cs.softcap, cs.window, cs.rows, q.data(), last.data(), out.data(),     cs.sinks ? sinks.data() : nullptr};
+        t.key_begin = sg * kSegmentKeys;
+        t.key_end = (sg + 1) * kSegmentKeys;
+        t.state = st.data();
+        fn(t, scratch.data());
+        states.push_back(std::move(st));
+      }
+      ASSERT_GT(states.size(), 1u);
+      std::vector<const float*> parts;
+      for (const auto& st : states) parts.push_back(st.data());
+      std::vector<float> sinks, merged(static_cast<size_t>(cs.rows * DV));
+      for (int32_t r = 0; r < cs.rows && cs.sinks; ++r) sinks.push_back(sink_of(q.data() + r * cs.D));
+      attend_merge(parts.data(), static_cast<int64_t>(parts.size()), cs.rows, DV, cs.sinks ? sinks.data() : nullptr, merged.data());
+      double worst = 0;
+      for (int32_t r = 0; r < cs.rows; ++r) {
+        auto ref = reference(c, 0, cs, q.data() + r * cs.D, last[static_cast<size_t>(r)], scale);
+        for (int64_t d = 0; d < DV; ++d) worst = std::max(worst, std::abs(merged[static_cast<size_t>(r * DV + d)] - ref[static_cast<size_t>(d)]));
+      }
+      EXPECT_LT(worst, 2e-5) << name << " ctx " << cs.ctx << " D " << cs.D << " window " << cs.window;
+    }
+  // One segment through a state and a merge: the direct tile's bits.
+  for (auto [name, fn] : builds()) {
+    Case cs{64, 16, 2, 900, 6, 0.f, 0, SY_DTYPE_FLOAT16, true};
+    std::mt19937 rng(5);
+    Cache c = make_cache(cs, rng);
+    std::normal_distribution<float> n(0.f, 1.f);
+    std::vector<float> q(static_cast<size_t>(cs.rows * cs.D));
+    for (auto& x : q) x = n(rng);
+    std::vector<int64_t> last(static_cast<size_t>(cs.rows));
+    for (int32_t r = 0; r < cs.rows; ++r) last[static_cast<size_t>(r)] = cs.ctx - 1 - r;
+    auto direct = run(fn, c, 1, cs, q, last, 0.125f);
+    std::vector<float> st(static_cast<size_t>(cs.rows * attend_state_floats(cs.D))), out(direct.size()),
+        scratch(static_cast<size_t>(attend_scratch_floats(cs.rows, cs.D, cs.D))), sinks;
+    for (int32_t r = 0; r < cs.rows; ++r) sinks.push_back(sink_of(q.data() + r * cs.D));
+    AttendTile t{c.D,      c.DV,      c.BS,    c.KVH,    1,           c.table.data(), c.kp(), c.vp(), 0, c.dtype, 0.125f,
+                 cs.softcap, cs.window, cs.rows, q.data(), last.data(), out.data(),     sinks.data()};
+    t.state = st.data();
+    fn(t, scratch.data());
+    const float* part = st.data();
+    attend_merge(&part, 1, cs.rows, cs.D, sinks.data(), out.data());
+    EXPECT_EQ(0, std::memcmp(out.data(), direct.data(), out.size() * sizeof(float))) << name;
+  }
+}
+
 // The quantized KV row format (SY_KV_ROW_* in plugin.h): every finite e4m3
 // code survives a round trip, a value between two codes goes to the nearer
 // (ties to the even code), and a row's error stays within half a step of
