@@ -127,4 +127,41 @@ inline Batch1 measure_batch1(Session& session, int decode, int prefill, int dept
   return f;
 }
 
+// Batched decode as llama-batched-bench measures it (S_TG): `batch`
+// sequences of a `prompt`-token prompt each, submitted together, generating
+// `decode` tokens; the generation phase runs from the moment every sequence
+// has its first token to the last token, and its throughput is the tokens
+// generated in it over its length. Best of 2 after a warm-up. Also the
+// prompt phase's tokens/s (all prompts over the last first token's time).
+inline Batch1 measure_batched(Session& session, int batch, int prompt, int decode) {
+  const int64_t vocab = session.model().vocab_size() > 0 ? session.model().vocab_size() : 512;
+  auto requests = [&](int seed) {
+    std::vector<GenerationRequest> out;
+    for (int b = 0; b < batch; ++b) {
+      GenerationRequest r;
+      for (int i = 0; i < prompt; ++i) r.prompt.push_back(static_cast<int>(1 + (i * 7919 + (seed * 131 + b) * 104729) % (vocab - 1)));
+      r.max_tokens = decode;
+      r.stop_at_eos = false;
+      out.push_back(r);
+    }
+    return out;
+  };
+  session.generate(requests(0));  // warm up
+  Batch1 f;
+  for (int rep = 1; rep <= 2; ++rep) {
+    const auto results = session.generate(requests(rep));
+    double start = 0, end = 0;
+    for (const auto& r : results) {
+      start = std::max(start, r.ttft_ms);
+      end = std::max(end, r.e2e_ms);
+    }
+    int64_t tokens = 0;
+    for (const auto& r : results)
+      for (double t : r.token_ms) tokens += t > start;
+    if (end > start) f.decode_tps = std::max(f.decode_tps, 1000.0 * static_cast<double>(tokens) / (end - start));
+    f.prefill_tps = std::max(f.prefill_tps, 1000.0 * batch * prompt / start);
+  }
+  return f;
+}
+
 }  // namespace sy::bench

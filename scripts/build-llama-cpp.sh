@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench, llama-quantize, llama-tokenize and
-# llama-perplexity for the peer benchmarks (benchmarks/peer/peer_bench.py,
+# Builds llama.cpp's llama-bench, llama-batched-bench, llama-quantize,
+# llama-tokenize and llama-perplexity for the peer benchmarks (benchmarks/peer/peer_bench.py,
 # benchmarks/gguf) and the GGUF references (tests/generators), from the llama.cpp sources PyPI's
 # llama-cpp-python source package carries, natively for this CPU (as its
 # users build it). Prints the folder holding the two programs.
@@ -8,7 +8,7 @@
 set -euo pipefail
 BUILD="${1:-/tmp/llama-build}"
 SRC="$BUILD-src"
-TARGETS="llama-bench llama-quantize llama-tokenize llama-perplexity"
+TARGETS="llama-bench llama-batched-bench llama-quantize llama-tokenize llama-perplexity"
 missing=0
 for t in $TARGETS; do [ -x "$BUILD/bin/$t" ] || missing=1; done
 if [ "$missing" = 1 ]; then

@@ -27,6 +27,11 @@ keep the cache in the same type (--kv-dtype fp16, llama.cpp's default and
 Switchyard's cache option; or int8 against llama.cpp's q8_0 cache), and
 --block-size sets Switchyard's cache block.
 
+--batches 8,32 measures batched generation instead: that many sequences of a
+--prefill-token prompt each, then --decode tokens, against llama.cpp's
+llama-batched-bench (flash attention on, -npp/-ntg/-npl): the generation
+phase's output tokens/s (its S_TG), the KV cache in --kv-dtype on both sides.
+
 --gguf FILE runs one GGUF file in both engines instead of the synth presets:
 Switchyard loads it directly (its Q8_0/Q4_0/Q4_1 blocks as they are), llama.cpp
 as always; the weight bytes are what each reads per token (Switchyard's
@@ -145,6 +150,59 @@ def depth_rows(a):
     return rows
 
 
+def llama_cpp_batched(a, gguf, threads, batch):
+    """llama-batched-bench's S_TG: `batch` sequences generating together."""
+    kv = KV_TYPES[a.kv_dtype][1]
+    cmd = [os.path.join(a.llama, "llama-batched-bench"), "-m", gguf, "-c", str(batch * (a.prefill + a.decode) + 64), "-b", "2048",
+           "-npp", str(a.prefill), "-ntg", str(a.decode), "-npl", str(batch), "-t", str(threads), "-fa", "on", "-ctk", kv, "-ctv", kv,
+           "--output-format", "jsonl"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = [line for line in r.stdout.splitlines() if line.startswith('{"n_kv_max"')]
+    if r.returncode != 0 or not lines:
+        sys.exit(f"peer_bench: {' '.join(cmd)} failed ({r.returncode}):\n{r.stdout[-3000:]}")
+    row = json.loads(lines[0])
+    return {"decode_tps": row["speed_tg"], "prefill_tps": row["speed_pp"]}
+
+
+def switchyard_batched(a, onnx, precision, threads, batch):
+    out_json = os.path.join(a.workdir, "bench-quant-run.json")
+    env = dict(os.environ)
+    env["SWITCHYARD_PLUGIN_DIR"] = os.path.join(a.build, "plugins")
+    run([os.path.join(a.build, "benchmarks", "bench_quant"), "--model", onnx, "--schemes", precision, "--threads", str(threads),
+         "--batch", str(batch), "--depth", str(a.prefill), "--decode", str(a.decode), "--prefill", "0",
+         "--kv-dtype", KV_TYPES[a.kv_dtype][0], "--block-size", str(a.block_size), "--out", out_json], env=env)
+    row = json.load(open(out_json))["rows"][0]
+    return {"decode_tps": row["decode_tokens_per_s"], "prefill_tps": row["prefill_tokens_per_s"]}
+
+
+def batched_rows(a):
+    """Batched generation: output tokens/s with `batch` sequences at once."""
+    rows = []
+    for preset in a.presets.split(","):
+        onnx, gguf = prepare(a, preset)
+        for precision in a.precisions.split(","):
+            for threads in map(int, a.threads.split(",")):
+                for batch in map(int, a.batches.split(",")):
+                    sy, lc = [], []
+                    for r in range(a.rounds):
+                        for who in ([0, 1] if r % 2 == 0 else [1, 0]):
+                            if who == 0:
+                                sy.append(switchyard_batched(a, onnx, precision, threads, batch))
+                            else:
+                                lc.append(llama_cpp_batched(a, gguf[precision], threads, batch))
+                    med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
+                    row = {"preset": preset, "precision": precision, "threads": threads, "batch": batch, "rounds": a.rounds,
+                           "prompt": a.prefill, "generated": a.decode, "kv_dtype": a.kv_dtype,
+                           "switchyard_output_tps": med(sy, "decode_tps"), "llama_cpp_output_tps": med(lc, "decode_tps"),
+                           "switchyard_prompt_tps": med(sy, "prefill_tps"), "llama_cpp_prompt_tps": med(lc, "prefill_tps")}
+                    row["output_ratio"] = row["switchyard_output_tps"] / row["llama_cpp_output_tps"]
+                    print(f"{preset:>15} {precision:>5} t={threads} batch {batch:>3}: output {row['switchyard_output_tps']:8.1f} vs "
+                          f"{row['llama_cpp_output_tps']:8.1f} tok/s ({row['output_ratio']:.2f}x); prompts {row['switchyard_prompt_tps']:.0f} "
+                          f"vs {row['llama_cpp_prompt_tps']:.0f} tok/s", flush=True)
+                    rows.append(row)
+    return rows
+
+
 def gguf_rows(a):
     rows = []
     for threads in map(int, a.threads.split(",")):
@@ -192,13 +250,20 @@ def main():
                     help="comma-separated context lengths: decode after that many tokens instead of the prefill/decode rows "
                          "(llama.cpp with flash attention)")
     ap.add_argument("--kv-dtype", choices=sorted(KV_TYPES), default="fp16",
-                    help="the KV cache type in both engines for --depths (int8: llama.cpp's q8_0)")
-    ap.add_argument("--block-size", type=int, default=16, help="Switchyard's KV cache block for --depths")
+                    help="the KV cache type in both engines for --depths and --batches (int8: llama.cpp's q8_0)")
+    ap.add_argument("--block-size", type=int, default=16, help="Switchyard's KV cache block for --depths and --batches")
+    ap.add_argument("--batches", default="",
+                    help="comma-separated batch sizes: batched generation against llama-batched-bench instead of the batch-1 rows")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 -o -w -E 'avx512_vnni|avx512vnni' /proc/cpuinfo;"
                "grep -m1 -o -w avx512f /proc/cpuinfo; grep -m1 -o -w avx2 /proc/cpuinfo; true"]).split("\n")
     print("machine:", " ".join(x.strip() for x in cpu if x.strip()))
+    if a.batches:
+        results = batched_rows(a)
+        json.dump({"fuse_pointwise": a.fuse_pointwise, "results": results}, open(a.out, "w"), indent=2)
+        print(f"wrote {a.out}")
+        return
     if a.depths:
         results = depth_rows(a)
         json.dump({"fuse_pointwise": a.fuse_pointwise, "results": results}, open(a.out, "w"), indent=2)
