@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tiny random-weight mixture-of-experts and latent-attention decoders from
 Hugging Face transformers' own model classes (Qwen3-MoE, Mixtral,
-DeepSeek-V3 with MLA, gpt-oss), exported the ways people get ONNX LLMs, with
+DeepSeek-V3 with MLA, GLM-4.7-Flash's glm4_moe_lite and MiniCPM3 with MLA,
+gpt-oss), exported the ways people get ONNX LLMs, with
 torch references beside them, for tests/model/test_real_models.cpp.
 
 The same folder layout, reference checks and ONNX Runtime cross-check as
@@ -55,6 +56,16 @@ def configs():
                                          routed_scaling_factor=2.5, norm_topk_prob=True, q_lora_rank=32,
                                          kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
                                          rope_interleave=True),
+        # GLM-4.7-Flash (glm4_moe_lite): DeepSeek's latent attention and
+        # routing in another family's code (a second MLA export the fusion
+        # was not written against).
+        "glm4moelite": c.Glm4MoeLiteConfig(**common, num_key_value_heads=4, intermediate_size=128, moe_intermediate_size=32,
+                                           n_routed_experts=8, num_experts_per_tok=2, kv_lora_rank=16, q_lora_rank=32,
+                                           qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, n_shared_experts=1,
+                                           n_group=2, topk_group=1),
+        # MiniCPM3: latent attention in a dense model.
+        "minicpm3": c.MiniCPM3Config(**common, num_key_value_heads=4, intermediate_size=128, kv_lora_rank=16, q_lora_rank=32,
+                                     qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, head_dim=16),
         # gpt-oss: attention sinks, alternating sliding windows, clamped
         # SwiGLU experts with biases, top-k then softmax.
         "gptoss": c.GptOssConfig(**common, num_key_value_heads=2, head_dim=16, intermediate_size=32,
@@ -101,16 +112,14 @@ class WithPast(torch.nn.Module):
 
 
 def past_shapes(model):
-    """[kv heads, key size, value size] per layer. transformers 5 caches
-    DeepSeek's MLA compressed: one "head" whose key is the normalised latent
-    (kv_lora_rank) and whose value is the shared rope key."""
-    cfg = model.config
-    if cfg.model_type == "deepseek_v3":
-        return 1, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    heads = cfg.num_attention_heads
-    kvh = getattr(cfg, "num_key_value_heads", None) or heads
-    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
-    return kvh, hd, hd
+    """[kv heads, key size, value size] of a layer's cache, as the model
+    itself fills it (transformers 5 caches latent attention compressed: one
+    "head" whose key is the normalised latent, kv_lora_rank, and whose value
+    is the shared rope key)."""
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([[3, 4, 5]]), use_cache=True)
+    layer = out.past_key_values.layers[0]
+    return layer.keys.shape[1], layer.keys.shape[3], layer.values.shape[3]
 
 
 def export(model, path, dynamo):

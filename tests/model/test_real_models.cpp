@@ -130,7 +130,8 @@ TEST_P(RealModel, MatchesTheReference) {
 // express (test_equivalence_probe.cpp).
 // DeepSeek-V3's latent attention runs fused over a cache of the latent and
 // the rotary key (its up-projections absorbed, plugins/attention), its
-// mixture of experts grouped (plugins/moe). Qwen3-MoE, Mixtral and gpt-oss
+// mixture of experts grouped (plugins/moe), and so do GLM-4.7-Flash's and
+// MiniCPM3's (the same attention in other families' code). Qwen3-MoE, Mixtral and gpt-oss
 // (sinks, alternating sliding windows) run in every mode too.
 bool step_engine_refuses(const std::string& model) {
   return model == "gemma2-optimum" || model == "llama3-alibi";
@@ -160,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Exports, RealModel, ::testing::ValuesIn(cases()), case_
 TEST(RealModels, ContinuousBatchingAndSpeculationMatchTheBaseline) {
   int64_t accepted = 0;
   for (const char* m : {"qwen2-torchscript", "mistral-torchscript", "qwen2-genai", "mistral-genai", "gemma2-dynamo", "qwen3-gguf", "gemma3-gguf",
-                        "qwen3moe-torchscript", "mixtral-dynamo", "gptoss-dynamo", "deepseekv3-torchscript", "deepseekv3-dynamo"}) {
+                        "qwen3moe-torchscript", "mixtral-dynamo", "gptoss-dynamo", "deepseekv3-torchscript", "deepseekv3-dynamo",
+                        "glm4moelite-torchscript", "minicpm3-torchscript"}) {
     const auto ref = test::read_json(real_dir() + "/" + m + "/ref.json");
     std::vector<GenerationRequest> batch;
     for (const auto& p : {ints(ref["prompt"]), ints(ref["batch"][0]), ints(ref["batch"][1])}) {
@@ -366,7 +368,9 @@ TEST(RealModels, EveryFamilyAndExportStyleIsPresent) {
     EXPECT_NE(std::find(models.begin(), models.end(), std::string(arch) + "-dynamo23"), models.end()) << arch << "-dynamo23";
   // Mixtures of experts (tests/generators/gen_moe_models.py), DeepSeek-V3's
   // with latent attention, gpt-oss's with sinks and sliding windows.
-  for (const char* m : {"qwen2-fp16", "qwen2-bf16", "llama3-alibi"})
+  // Latent attention in two more families' code (GLM-4.7-Flash's
+  // glm4_moe_lite, MiniCPM3), TorchScript only.
+  for (const char* m : {"qwen2-fp16", "qwen2-bf16", "llama3-alibi", "glm4moelite-torchscript", "minicpm3-torchscript"})
     EXPECT_NE(std::find(models.begin(), models.end(), std::string(m)), models.end()) << m;
   for (const char* arch : {"qwen3moe", "mixtral", "deepseekv3", "gptoss"})
     for (const char* style : {"torchscript", "dynamo"})

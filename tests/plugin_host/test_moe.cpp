@@ -100,7 +100,8 @@ TEST_P(MoeExport, QuantizedExpertsStayWithinTheirMeasuredBound) {
 INSTANTIATE_TEST_SUITE_P(Real, MoeExport,
                          ::testing::Values(MoeCase{"qwen3moe-torchscript", 4}, MoeCase{"qwen3moe-dynamo", 4}, MoeCase{"mixtral-torchscript", 4},
                                            MoeCase{"mixtral-dynamo", 4}, MoeCase{"gptoss-torchscript", 4}, MoeCase{"gptoss-dynamo", 4},
-                                           MoeCase{"deepseekv3-torchscript", 2}, MoeCase{"deepseekv3-dynamo", 2}),
+                                           MoeCase{"deepseekv3-torchscript", 2}, MoeCase{"deepseekv3-dynamo", 2},
+                                           MoeCase{"glm4moelite-torchscript", 2}),
                          [](const auto& param_info) {
                            std::string n = param_info.param.model;
                            for (char& c : n)
