@@ -84,6 +84,9 @@ struct KernelDef {
   // A device kernel that is worth running only where input 0 already is
   // (a view): the executor places the node on the CPU when input 0 lives there.
   bool follows_input = false;
+  // What a plugin kernel declares it handles beyond its op's 1.0 contract
+  // (SY_KERNEL_CAP_* of plugin.h: token trees in a PagedAttention kernel).
+  uint32_t capabilities = 0;
 };
 
 }  // namespace sy

@@ -90,6 +90,7 @@ const PluginLibrary& PluginHost::load(const std::string& path, const std::option
     def.type_input = d->type_input;
     def.priority = d->priority;
     def.provider = lib->name();
+    if (SY_HAS_FIELD(d, sy_kernel_desc, capabilities)) def.capabilities = d->capabilities;
     def.create = [lib, d, host](const KernelCreateInfo& ci) -> std::unique_ptr<Kernel> {
       return std::make_unique<PluginKernel>(lib, d, ci, host);
     };

@@ -73,7 +73,7 @@ Executor::Executor(std::shared_ptr<const Graph> graph, const KernelRegistry& reg
     for (int i : def->shape_inputs)
       if (i >= 0 && static_cast<size_t>(i) < pn.uses.size()) pn.uses[static_cast<size_t>(i)] = InputUse::ShapeOnly;
     planned.push_back(std::move(pn));
-    placements_.push_back(NodePlacement{n.name, op, def->provider, device});
+    placements_.push_back(NodePlacement{n.name, op, def->provider, device, def->capabilities});
     steps_.push_back(std::move(step));
   }
   if (!missing.empty()) {

@@ -32,6 +32,7 @@ struct NodePlacement {
   std::string op;       // "Domain::Op" or "Op"
   std::string provider;
   Device device = Device::CPU;
+  uint32_t capabilities = 0;  // the chosen kernel's (KernelDef::capabilities)
 };
 
 class Executor {

@@ -58,6 +58,12 @@ struct AttendTile {
   // running sum, unnormalised output) instead of `out`, for attend_merge.
   int64_t key_begin = 0, key_end = INT64_MAX;
   float* state = nullptr;
+  // Token trees: the keys at positions remap_begin.. sit in the cache at
+  // slots remap[position - remap_begin] (a tree node's ancestors, stored
+  // where the tree put them); earlier positions are their own slots. The
+  // row then computes exactly what it would with those keys in place.
+  int64_t remap_begin = INT64_MAX;
+  const int64_t* remap = nullptr;
 };
 
 // The segments split-K cuts a long context into: fixed positions, whatever

@@ -207,6 +207,10 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
     int64_t t0, t1;      // the sequence's query tokens [t0, t1)
     int64_t segments;    // split-K parts (1: the tile writes its output itself)
     size_t first_state;  // its parts' states in `states`, parts x max_rows x SF floats
+    // A token-tree node (a tile of one query token): its depth and where
+    // its path's slots start in `paths` (-1: an ordinary tile).
+    int64_t depth = 0;
+    int64_t path = -1;
   };
   struct Item {
     size_t tile;
@@ -218,15 +222,41 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
   std::vector<Item> items;
   size_t state_floats = 0;
   int64_t total_cost = 0;
+  // Token trees (1.9): a query token that follows an earlier one than the
+  // token before it. Each token of a tree is a tile of its own, its keys
+  // past the sequence's first query token remapped to its path's slots.
+  const int32_t* parents = SY_HAS_FIELD(step, sy_step_context, token_parents) ? step->token_parents : nullptr;
+  std::vector<int64_t> paths;  // per tree token: the slots of its path from the first query token
   for (int32_t i = 0; i < step->num_seqs; ++i) {
-    const int64_t n = step->query_start[i + 1] - step->query_start[i], ctx = step->context_len[i];
-    for (int64_t t0 = 0; t0 < n; t0 += tile_tokens) {
-      const int64_t t1 = std::min(n, t0 + tile_tokens);
-      const int64_t last = ctx - n + t1 - 1, first = window_ > 0 ? std::max<int64_t>(0, ctx - n + t0 - window_ + 1) : 0;
+    const int64_t q0 = step->query_start[i], n = step->query_start[i + 1] - q0, ctx = step->context_len[i];
+    bool tree = false;
+    for (int64_t j = 0; parents && j < n; ++j) {
+      if (parents[q0 + j] >= j || (j == 0 && parents[q0] >= 0))
+        throw Error("PagedAttention: token " + std::to_string(j) + " of sequence " + std::to_string(i) + " follows token " +
+                        std::to_string(parents[q0 + j]) + ", not an earlier one",
+                    SY_INVALID_ARGUMENT);
+      tree = tree || parents[q0 + j] >= 0;
+    }
+    for (int64_t t0 = 0; t0 < n; t0 += tree ? 1 : tile_tokens) {
+      const int64_t t1 = tree ? t0 + 1 : std::min(n, t0 + tile_tokens);
+      int64_t depth = 0, path = -1;
+      if (tree) {
+        std::vector<int64_t> up;  // t0 and its ancestors, back to the first query token
+        for (int64_t x = t0;; x = parents[q0 + x] >= 0 ? parents[q0 + x] : x - 1) {
+          up.push_back(ctx - n + x);
+          if (x == 0) break;
+        }
+        depth = static_cast<int64_t>(up.size()) - 1;
+        path = static_cast<int64_t>(paths.size());
+        paths.insert(paths.end(), up.rbegin(), up.rend());
+      }
+      // The tile's last key position: its last token's slot, or a tree node's depth past the first query token.
+      const int64_t last = tree ? ctx - n + depth : ctx - n + t1 - 1;
+      const int64_t first = window_ > 0 ? std::max<int64_t>(0, (tree ? last : ctx - n + t0) - window_ + 1) : 0;
       const int64_t s0 = first / kSegmentKeys, s1 = last / kSegmentKeys, rows = (t1 - t0) * group;
       for (int64_t g = 0; g < KVH; ++g) {
         const size_t index = tiles.size();
-        tiles.push_back({i, static_cast<int32_t>(g), t0, t1, s1 - s0 + 1, state_floats});
+        tiles.push_back({i, static_cast<int32_t>(g), t0, t1, s1 - s0 + 1, state_floats, depth, path});
         if (s0 == s1) {
           items.push_back({index, 0, INT64_MAX, -1, rows * (last - first + 1)});
         } else {
@@ -265,7 +295,8 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
         float* qv = qrows.data() + row * DK;
         std::memcpy(qv, Q + QL.offset(head, token), static_cast<size_t>(DK) * sizeof(float));
         if (rotary) rotate(qv, step->positions[token], cos_c, sin_c, half, rotary_interleaved_);
-        last[static_cast<size_t>(row)] = ctx - n + (token - q0);  // causal: keys 0..last
+        // Causal: keys 0..last (a tree node's: its path's, as if in place).
+        last[static_cast<size_t>(row)] = tile.path >= 0 ? ctx - n + tile.depth : ctx - n + (token - q0);
         if (sinks) row_sinks[static_cast<size_t>(row)] = sinks[head];
         rows = row + 1;
       });
@@ -273,6 +304,10 @@ void PagedAttentionKernel::compute(sy::plugin::KernelIO& io) {
                     kc.data,  vc.data,  latent ? latent_dim_ : 0,    kc.dtype,      scale_,
                     softcap_, window_,  rows,   qrows.data(), last.data(),   orows.data(),
                     sinks ? row_sinks.data() : nullptr};
+      if (tile.path >= 0) {
+        at.remap_begin = ctx - n;
+        at.remap = paths.data() + tile.path;
+      }
       if (item.part >= 0) {
         at.key_begin = item.key_begin;
         at.key_end = item.key_end;

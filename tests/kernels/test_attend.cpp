@@ -318,6 +318,50 @@ TEST(Attend, SegmentsOfALongContextMergeToTheReference) {
   }
 }
 
+// Token trees (ABI 1.9): a tree node's keys past the tree's root sit at
+// scattered slots (where the tree put its nodes). Read through the tile's
+// remap, the node computes the same bits as with those keys in place, so a
+// verified tree keeps a plain decode's results exactly.
+TEST(Attend, ATreeNodeAttendsItsPathAsIfItStoodInPlace) {
+  for (auto [name, fn] : builds())
+    for (int32_t dtype : {SY_DTYPE_FLOAT32, SY_DTYPE_FLOAT16}) {
+      Case cs{64, 16, 2, 0, 2, 0.f, 0, dtype};
+      const int64_t P = 40, nodes = 9;  // the root at position 40, nine tree nodes after it
+      cs.ctx = P + 1 + nodes;
+      std::mt19937 rng(11);
+      Cache c = make_cache(cs, rng);
+      // The node's path: the root, then nodes 1, 4 and 7 (depth 3).
+      const std::vector<int64_t> path = {P, P + 1 + 1, P + 1 + 4, P + 1 + 7};
+      // The same keys in place: position P + k holds the path's k-th row.
+      Cache in_place = c;
+      auto copy_row = [&](auto& rows, int64_t width, int64_t to, int64_t from, int64_t g) {
+        std::copy_n(rows.begin() + static_cast<ptrdiff_t>(c.at(from, g) * static_cast<size_t>(width)), width,
+                    rows.begin() + static_cast<ptrdiff_t>(c.at(to, g) * static_cast<size_t>(width)));
+      };
+      for (size_t k = 1; k < path.size(); ++k)
+        for (int64_t g = 0; g < cs.KVH; ++g) {
+          copy_row(in_place.k, c.KD, P + static_cast<int64_t>(k), path[k], g);
+          copy_row(in_place.v, c.VD, P + static_cast<int64_t>(k), path[k], g);
+          if (dtype == SY_DTYPE_FLOAT16) {
+            copy_row(in_place.kh, c.KD, P + static_cast<int64_t>(k), path[k], g);
+            copy_row(in_place.vh, c.VD, P + static_cast<int64_t>(k), path[k], g);
+          }
+        }
+      std::normal_distribution<float> n(0.f, 1.f);
+      std::vector<float> q(static_cast<size_t>(cs.rows * cs.D));
+      for (auto& x : q) x = n(rng);
+      const std::vector<int64_t> last(static_cast<size_t>(cs.rows), P + 3);  // the node's depth past the root
+      const auto expect = run(fn, in_place, 1, cs, q, last, 0.125f);
+      std::vector<float> out(expect.size()), scratch(static_cast<size_t>(attend_scratch_floats(cs.rows, cs.D, cs.D)));
+      AttendTile t{c.D,      c.DV,      c.BS,    c.KVH,    1,           c.table.data(), c.kp(), c.vp(), 0, c.dtype, 0.125f,
+                   0.f,      0,         cs.rows, q.data(), last.data(), out.data(),     nullptr};
+      t.remap_begin = P;
+      t.remap = path.data();
+      fn(t, scratch.data());
+      EXPECT_EQ(0, std::memcmp(out.data(), expect.data(), out.size() * sizeof(float))) << name << " dtype " << dtype;
+    }
+}
+
 // The quantized KV row format (SY_KV_ROW_* in plugin.h): every finite e4m3
 // code survives a round trip, a value between two codes goes to the nearer
 // (ties to the even code), and a row's error stays within half a step of

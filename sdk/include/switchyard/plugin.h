@@ -102,7 +102,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 8
+#define SY_PLUGIN_ABI_MINOR 9
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -239,6 +239,18 @@ typedef struct sy_step_context {
   int32_t num_layers;
   const sy_tensor* key_cache;   /* [num_layers] */
   const sy_tensor* value_cache; /* [num_layers] */
+  /* ---- 1.9 ---- */
+  /* Token trees (a drafter's tree of proposals verified in one step). Per
+   * token: the index, among its sequence's query tokens, of the token it
+   * follows, or -1 when it follows the token before it (an ordinary chain).
+   * NULL when every token does. A token's key and value are written at its
+   * slot as always (context_len - n + j for the sequence's j-th of n query
+   * tokens); it attends to the sequence's keys before its first query
+   * token, to the query tokens on its path from the first (its ancestors)
+   * and to itself, as if those stood at consecutive slots; positions[] is
+   * its depth in the tree. Only kernels that declare
+   * SY_KERNEL_CAP_TOKEN_TREES are given steps with trees. */
+  const int32_t* token_parents;
 } sy_step_context;
 
 /* Quantized KV rows (1.7). A cache whose storage dtype is SY_DTYPE_INT8 or
@@ -480,7 +492,14 @@ typedef struct sy_kernel_desc {
   sy_status (*compute)(void* state, sy_kernel_context* ctx);
   /* Required. Once per successful create, when the session is destroyed. */
   void (*destroy)(void* state);
+  /* ---- 1.9 ---- */
+  /* What the kernel handles beyond its op's 1.0 contract (SY_KERNEL_CAP_*);
+   * absent or 0: nothing more. */
+  uint32_t capabilities;
 } sy_kernel_desc;
+
+/* A PagedAttention kernel that reads sy_step_context.token_parents (1.9). */
+#define SY_KERNEL_CAP_TOKEN_TREES 1u
 
 /* Scheduler: each step, which sequences run and how many tokens each.
  *
@@ -759,6 +778,24 @@ typedef struct sy_drafter_desc {
   sy_status (*propose_sampled)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t k,
                                const sy_draft_sampling* sampling, int64_t vocab_size, int32_t* out, float* probs,
                                int32_t* count);
+  /* ---- 1.9, optional (the host checks SY_HAS_FIELD(desc, sy_drafter_desc, propose_tree)):
+   * A tree of proposals instead of a chain: at most max_nodes nodes, each
+   * after its parent: node i proposes out_tokens[i] to follow node
+   * out_parents[i] (an earlier node), or, for -1, the sequence's last
+   * token. One forward step verifies the whole tree, and the longest path
+   * the target agrees with is kept: at each node the target's own choice
+   * (its greedy token, or its sample) picks the child that continues, so
+   * outputs keep the target's distribution exactly. accepted() then gets
+   * the node count and the kept path's length. A tree whose parent index is
+   * not an earlier node, whose token is outside the vocabulary, or that has
+   * more than max_nodes nodes is refused for that sequence's step (counted
+   * and named in the engine's metrics; the sequence decodes without it).
+   * When the engine cannot verify trees here (its attention kernel lacks
+   * SY_KERNEL_CAP_TOKEN_TREES, a constrained request, a KV cache in device
+   * memory) it calls propose instead, so a drafter with propose_tree still
+   * implements propose. */
+  sy_status (*propose_tree)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t max_nodes,
+                            int32_t* out_tokens, int32_t* out_parents, int32_t* count);
 } sy_drafter_desc;
 
 /* --------------------------------------------- logits processors (1.4) */

@@ -553,6 +553,14 @@ struct KernelSpec {
   std::vector<int32_t> dtypes;
   int32_t type_input = 0;
   int32_t priority = 0;
+  uint32_t capabilities = 0;  // SY_KERNEL_CAP_* (1.9)
+};
+
+// A drafter's tree of proposals (1.9, plugin.h's propose_tree): node i
+// proposes tokens[i] after node parents[i] (an earlier node), or after the
+// sequence's last token for -1.
+struct DraftTree {
+  std::vector<int32_t> tokens, parents;
 };
 
 namespace detail {
@@ -594,6 +602,12 @@ struct has_propose_sampled<D, std::void_t<decltype(std::declval<D&>().propose_sa
                                   uint64_t{}, std::declval<const Tokens&>(), int32_t{}, std::declval<const sy_draft_sampling&>(),
                                   int64_t{}, static_cast<float*>(nullptr)))>> : std::true_type {};
 
+template <typename D, typename = void>
+struct has_propose_tree : std::false_type {};
+template <typename D>
+struct has_propose_tree<D, std::void_t<decltype(std::declval<D&>().propose_tree(uint64_t{}, std::declval<const Tokens&>(), int32_t{}))>>
+    : std::true_type {};
+
 template <typename D>
 struct DrafterTrampolines {
   static sy_status create(void*, const sy_options* o, void** state) {
@@ -609,6 +623,16 @@ struct DrafterTrampolines {
       *count = copy_out(static_cast<D*>(state)->propose_sampled(seq, Tokens{tokens, n}, k, *sampling, vocab_size, probs), k, out);
     });
   }
+  static sy_status propose_tree(void* state, uint64_t seq, const int32_t* tokens, int32_t n, int32_t max_nodes, int32_t* out_tokens,
+                                int32_t* out_parents, int32_t* count) {
+    return guard([&] {
+      const DraftTree tree = static_cast<D*>(state)->propose_tree(seq, Tokens{tokens, n}, max_nodes);
+      if (tree.parents.size() != tree.tokens.size()) throw Error("drafter's tree has " + std::to_string(tree.tokens.size()) +
+                                                                 " tokens but " + std::to_string(tree.parents.size()) + " parents");
+      *count = copy_out(tree.tokens, max_nodes, out_tokens);
+      std::copy(tree.parents.begin(), tree.parents.end(), out_parents);
+    });
+  }
   static sy_status accepted(void* state, uint64_t seq, int32_t proposed, int32_t accepted_count) {
     return guard([&] { static_cast<D*>(state)->accepted(seq, proposed, accepted_count); });
   }
@@ -619,7 +643,7 @@ struct DrafterTrampolines {
 
  private:
   static int32_t copy_out(const std::vector<int32_t>& proposal, int32_t k, int32_t* out) {
-    if (static_cast<int64_t>(proposal.size()) > k) throw Error("drafter proposed more than k tokens");
+    if (static_cast<int64_t>(proposal.size()) > k) throw Error("drafter proposed more than its " + std::to_string(k) + " tokens");
     std::copy(proposal.begin(), proposal.end(), out);
     return static_cast<int32_t>(proposal.size());
   }
@@ -817,6 +841,7 @@ class PluginBuilder {
     d.num_dtypes = static_cast<int32_t>(types.size());
     d.type_input = spec.type_input;
     d.priority = spec.priority;
+    d.capabilities = spec.capabilities;
     d.create = &detail::KernelTrampolines<K>::create;
     d.compute = &detail::KernelTrampolines<K>::compute;
     d.destroy = &detail::KernelTrampolines<K>::destroy;
@@ -879,9 +904,12 @@ class PluginBuilder {
   //   void release(uint64_t seq);                                                        // sequence finished
   //   std::vector<int32_t> propose_sampled(uint64_t seq, const Tokens& tokens, int32_t k,
   //       const sy_draft_sampling& sampling, int64_t vocab_size, float* probs);
+  //   DraftTree propose_tree(uint64_t seq, const Tokens& tokens, int32_t max_nodes);  // 1.9
   // A drafter that draws its proposals at random defines propose_sampled and
   // writes the distribution proposal i came from to probs[i * vocab_size ...]:
-  // verification then accepts more of its drafts (see plugin.h).
+  // verification then accepts more of its drafts (see plugin.h). One that
+  // proposes alternatives defines propose_tree (it keeps propose for hosts
+  // and steps that verify chains).
   template <typename D>
   void drafter(const std::string& name, const std::string& version, const std::string& description,
                const std::vector<OptionSpec>& options = {}) {
@@ -892,6 +920,7 @@ class PluginBuilder {
     if constexpr (detail::has_accepted<D>::value) d.accepted = &T::accepted;
     if constexpr (detail::has_release<D>::value) d.release = &T::release;
     if constexpr (detail::has_propose_sampled<D>::value) d.propose_sampled = &T::propose_sampled;
+    if constexpr (detail::has_propose_tree<D>::value) d.propose_tree = &T::propose_tree;
     d.destroy = &T::destroy;
     drafters_.push_back(d);
   }
