@@ -22,6 +22,11 @@ class PluginDrafterAdapter : public Drafter {
     if (q) *q = std::move(proposal.probs);
     return proposal.tokens;
   }
+  bool proposes_trees() const override { return p_->proposes_trees(); }
+  DraftTreeProposal propose_tree(uint64_t seq, const std::vector<int32_t>& tokens, int32_t max_nodes) override {
+    return p_->propose_tree(seq, tokens, max_nodes);
+  }
+  std::string label() const override { return p_->label(); }
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) override { p_->accepted(seq, proposed, accepted_count); }
   void release(uint64_t seq) override { p_->release(seq); }
 
@@ -92,6 +97,7 @@ class DraftModelDrafter : public Drafter {
     return out;
   }
 
+  std::string label() const override { return "drafter 'draft-model' (built in)"; }
   void accepted(uint64_t, int32_t, int32_t) override {}
   void release(uint64_t seq) override { states_.erase(seq); }
 

@@ -21,6 +21,12 @@ class Drafter {
   // proposals are deterministic (point masses).
   virtual std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams& sampling,
                                        std::vector<std::vector<double>>* q) = 0;
+  // Drafters that propose alternatives (ABI 1.9's propose_tree): a tree of
+  // at most max_nodes nodes, raw (the Speculator checks it).
+  virtual bool proposes_trees() const { return false; }
+  virtual DraftTreeProposal propose_tree(uint64_t, const std::vector<int32_t>&, int32_t) { return {}; }
+  // Which drafter, for messages about its proposals.
+  virtual std::string label() const = 0;
   virtual void accepted(uint64_t seq, int32_t proposed, int32_t accepted) = 0;
   virtual void release(uint64_t seq) = 0;
 };

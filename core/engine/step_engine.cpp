@@ -106,8 +106,13 @@ std::vector<GenerationResult> StepEngine::generate(const std::vector<GenerationR
 void StepEngine::set_drafter(Drafter* drafter, int32_t max_k, bool adaptive_length) {
   std::lock_guard<std::mutex> lock(model_mu_);
   SequenceEnds& ends = *this;
+  // Trees of drafts need every PagedAttention kernel to read token trees
+  // (ABI 1.9) and the KV in host memory (the kept path is moved there).
+  bool trees = runner_.key_cache()[0].device == SY_DEVICE_CPU;
+  for (const NodePlacement& p : model_.executor().placements())
+    if (p.op == SY_OP_DOMAIN "::" SY_OP_PAGED_ATTENTION) trees = trees && (p.capabilities & SY_KERNEL_CAP_TOKEN_TREES);
   speculator_ = drafter ? std::make_unique<Speculator>(*drafter, max_k, adaptive_length, model_, cache_, constrainer_, ends, counters_,
-                                                       options_.max_batch_tokens)
+                                                       options_.max_batch_tokens, trees)
                         : nullptr;
 }
 

@@ -21,8 +21,11 @@ struct StepEngineMetrics {
   // Speculative decoding (vLLM's names): drafts, proposed and accepted tokens,
   // accepted tokens by draft position.
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // Of spec_drafts, those verified as trees (a drafter's propose_tree, ABI 1.9).
+  int64_t spec_tree_drafts = 0;
   // Drafts dropped because the drafter proposed a token id outside the
-  // vocabulary: that sequence decodes without speculation for the step.
+  // vocabulary, or a malformed tree: that sequence decodes without
+  // speculation for the step.
   int64_t spec_invalid_drafts = 0;
   // Decoding sequence-steps the speculation policy gave no draft tokens
   // (speculation would not have paid: a large batch, a low acceptance rate).

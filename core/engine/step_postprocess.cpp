@@ -23,10 +23,12 @@ void StepEngine::postprocess(const StepPlan& plan, const SampledRows& sampled, c
       advance(plan.entries[i], rows, V, now);
       continue;
     }
-    // Token j was chosen from row j; a stop token ends the sequence and the
-    // rest is dropped. The last token's KV is computed next step.
-    const std::vector<int32_t> emitted = speculator_->verify(s, rows, V);
-    for (size_t j = 0; j < emitted.size() && !s->finished(); ++j) emit(s, emitted[j], now, rows + static_cast<int64_t>(j) * V, V);
+    // Token j was chosen from row from_rows[j] (j for a chain of drafts); a
+    // stop token ends the sequence and the rest is dropped. The last
+    // token's KV is computed next step.
+    std::vector<int64_t> from_rows;
+    const std::vector<int32_t> emitted = speculator_->verify(s, rows, V, from_rows);
+    for (size_t j = 0; j < emitted.size() && !s->finished(); ++j) emit(s, emitted[j], now, rows + from_rows[j] * V, V);
   }
 }
 

@@ -301,6 +301,18 @@ DraftProposal PluginDrafter::propose(uint64_t seq, const std::vector<int32_t>& t
   p.tokens.resize(static_cast<size_t>(count));
   return p;
 }
+bool PluginDrafter::proposes_trees() const { return SY_HAS_FIELD(d_, sy_drafter_desc, propose_tree) && d_->propose_tree; }
+
+DraftTreeProposal PluginDrafter::propose_tree(uint64_t seq, const std::vector<int32_t>& tokens, int32_t max_nodes) {
+  DraftTreeProposal t;
+  t.tokens.assign(static_cast<size_t>(std::max(max_nodes, 0)), -1);
+  t.parents.assign(static_cast<size_t>(std::max(max_nodes, 0)), -2);
+  const auto n = static_cast<int32_t>(tokens.size());
+  call("drafter propose_tree",
+       [&] { return d_->propose_tree(state_, seq, tokens.data(), n, max_nodes, t.tokens.data(), t.parents.data(), &t.count); });
+  return t;
+}
+
 void PluginDrafter::accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) {
   if (d_->accepted) call("drafter accepted", [&] { return d_->accepted(state_, seq, proposed, accepted_count); });
 }

@@ -160,14 +160,28 @@ struct DraftProposal {
   std::vector<std::vector<double>> probs;  // empty: deterministic proposals (point masses)
 };
 
+// A tree of proposals (ABI 1.9): node i proposes tokens[i] after node
+// parents[i] (-1: the sequence's last token), as the drafter returned it;
+// count is the node count it reported (checked by the engine, which drops a
+// malformed tree naming the fault).
+struct DraftTreeProposal {
+  std::vector<int32_t> tokens, parents;
+  int32_t count = 0;
+};
+
 class PluginDrafter : PluginComponent<sy_drafter_desc> {
  public:
   PluginDrafter(const ComponentEntry& e, const OptionValues& options, const HostContext* host);
   // sampling: the request's (temperature 0 = greedy); vocab_size: the target's.
   DraftProposal propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const sy_draft_sampling& sampling,
                         int64_t vocab_size);
+  // 1.9: whether it proposes trees, and a tree of at most max_nodes nodes
+  // (tokens and parents sized max_nodes; count as the drafter reported it).
+  bool proposes_trees() const;
+  DraftTreeProposal propose_tree(uint64_t seq, const std::vector<int32_t>& tokens, int32_t max_nodes);
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted);
   void release(uint64_t seq);
+  using PluginComponent::label;
 };
 
 // The vocabulary handed to a logits processor: each token's bytes, which ids

@@ -8,7 +8,11 @@
 //                  so a repetition is proposed k tokens deep); an
 //                  n-gram index per sequence, grown as tokens arrive. With
 //                  adaptive, k shrinks after a rejection and grows after a
-//                  fully accepted draft (between 1 and k).
+//                  fully accepted draft (between 1 and k). With branches > 1
+//                  it proposes a tree (ABI 1.9): the continuations of up to
+//                  that many earlier occurrences (the longest matches, the
+//                  latest first), merged where they agree, so one step
+//                  verifies the alternatives a text offers.
 //
 // (The draft-model drafter runs a second model and lives in the engine,
 // which owns models and their KV caches: see core/engine/drafter.cpp.)
@@ -23,13 +27,15 @@ namespace {
 using sy::plugin::Options;
 using sy::plugin::Tokens;
 
-// Per sequence, for each n-gram length g, the latest start of every n-gram
-// whose continuation exists, keyed by the n-gram's hash: appending tokens
-// adds the n-grams they complete, so a proposal costs O(ngram_max) lookups
-// however long the sequence is (instead of a rescan of it every step).
+// Per sequence, for each n-gram length g, the latest starts (up to
+// `keep`, newest first) of every n-gram whose continuation exists, keyed by
+// the n-gram's hash: appending tokens adds the n-grams they complete, so a
+// proposal costs O(ngram_max) lookups however long the sequence is
+// (instead of a rescan of it every step).
 class NgramIndex {
  public:
-  NgramIndex(int32_t gmin, int32_t gmax) : gmin_(gmin), gmax_(gmax), latest_(static_cast<size_t>(gmax - gmin + 1)) {}
+  NgramIndex(int32_t gmin, int32_t gmax, int32_t keep = 1)
+      : gmin_(gmin), gmax_(gmax), keep_(keep), latest_(static_cast<size_t>(gmax - gmin + 1)) {}
 
   // Brings the index up to t (the sequence so far: it only grows, but a
   // sequence that changed under us is re-indexed from scratch).
@@ -42,17 +48,29 @@ class NgramIndex {
     // s + g + 1 tokens: index every one that did since the last call.
     for (int32_t g = gmin_; g <= gmax_; ++g) {
       auto& m = latest_[static_cast<size_t>(g - gmin_)];
-      for (int32_t s = std::max(0, indexed_ - g); s + g + 1 <= t.size; ++s) m[hash(t.data + s, g)] = s;
+      for (int32_t s = std::max(0, indexed_ - g); s + g + 1 <= t.size; ++s) {
+        std::vector<int32_t>& starts = m[hash(t.data + s, g)];
+        starts.insert(starts.begin(), s);
+        if (static_cast<int32_t>(starts.size()) > keep_) starts.pop_back();
+      }
     }
     indexed_ = t.size;
     if (t.size > 0) last_ = t[t.size - 1];
   }
   // The latest earlier start of the sequence's last g tokens, or -1.
   int32_t find(const Tokens& t, int32_t g) const {
+    const std::vector<int32_t> all = find_all(t, g);
+    return all.empty() ? -1 : all.front();
+  }
+  // The latest earlier starts of the sequence's last g tokens, newest first.
+  std::vector<int32_t> find_all(const Tokens& t, int32_t g) const {
     const auto& m = latest_[static_cast<size_t>(g - gmin_)];
     auto it = m.find(hash(t.data + t.size - g, g));
-    if (it == m.end() || !std::equal(t.data + t.size - g, t.data + t.size, t.data + it->second)) return -1;
-    return it->second;
+    std::vector<int32_t> out;
+    if (it == m.end()) return out;
+    for (int32_t start : it->second)
+      if (std::equal(t.data + t.size - g, t.data + t.size, t.data + start)) out.push_back(start);
+    return out;
   }
 
  private:
@@ -61,8 +79,8 @@ class NgramIndex {
     for (int32_t i = 0; i < n; ++i) h = (h ^ static_cast<uint32_t>(p[i])) * 1099511628211ull;
     return h;
   }
-  int32_t gmin_, gmax_;
-  std::vector<std::unordered_map<uint64_t, int32_t>> latest_;  // per g: n-gram hash -> latest start
+  int32_t gmin_, gmax_, keep_;
+  std::vector<std::unordered_map<uint64_t, std::vector<int32_t>>> latest_;  // per g: n-gram hash -> latest starts
   int32_t indexed_ = 0;
   int32_t last_ = 0;
 };
@@ -71,9 +89,51 @@ class PromptLookup {
  public:
   explicit PromptLookup(const Options& o)
       : ngram_min_(static_cast<int32_t>(o.get_int("ngram_min"))), ngram_max_(static_cast<int32_t>(o.get_int("ngram_max"))),
-        k_(static_cast<int32_t>(o.get_int("k"))), adaptive_(o.get_bool("adaptive")) {
+        k_(static_cast<int32_t>(o.get_int("k"))), branches_(static_cast<int32_t>(o.get_int("branches"))), adaptive_(o.get_bool("adaptive")) {
     if (ngram_min_ < 1 || ngram_max_ < ngram_min_ || k_ < 1)
       throw sy::plugin::Error("need 1 <= ngram_min <= ngram_max and k >= 1", SY_INVALID_ARGUMENT);
+    if (branches_ < 1 || branches_ > 16) throw sy::plugin::Error("branches must be between 1 and 16", SY_INVALID_ARGUMENT);
+  }
+
+  // A tree: the continuations of up to `branches` earlier occurrences of the
+  // sequence's last tokens (longest n-grams first, newest first), each up to
+  // k deep, merged into a trie (shared prefixes once) within max_nodes.
+  sy::plugin::DraftTree propose_tree(uint64_t seq, const Tokens& t, int32_t max_nodes) {
+    sy::plugin::DraftTree tree;
+    if (branches_ == 1) {
+      tree.tokens = propose(seq, t, max_nodes);
+      for (size_t i = 0; i < tree.tokens.size(); ++i) tree.parents.push_back(static_cast<int32_t>(i) - 1);
+      return tree;
+    }
+    const int32_t n = t.size;
+    const int32_t want = std::min(k_, adaptive_ && k_of_.count(seq) ? k_of_[seq] : k_);
+    NgramIndex& index = index_.try_emplace(seq, ngram_min_, ngram_max_, branches_).first->second;
+    index.update(t);
+    int32_t branches = 0;
+    for (int32_t g = std::min(ngram_max_, n - 1); g >= ngram_min_ && branches < branches_; --g)
+      for (int32_t start : index.find_all(t, g)) {
+        if (branches == branches_ || static_cast<int32_t>(tree.tokens.size()) >= max_nodes) break;
+        // Walk the continuation down the trie, adding the nodes it lacks.
+        int32_t parent = -1;
+        bool added = false;
+        for (int32_t i = 0; i < want && static_cast<int32_t>(tree.tokens.size()) < max_nodes; ++i) {
+          const int32_t at = start + g + i;
+          if (at >= n) break;  // (trees stop at the text's end; chains repeat, see propose)
+          const int32_t tok = t[at];
+          int32_t child = -1;
+          for (size_t c = 0; c < tree.tokens.size() && child < 0; ++c)
+            if (tree.parents[c] == parent && tree.tokens[c] == tok) child = static_cast<int32_t>(c);
+          if (child < 0) {
+            tree.tokens.push_back(tok);
+            tree.parents.push_back(parent);
+            child = static_cast<int32_t>(tree.tokens.size()) - 1;
+            added = true;
+          }
+          parent = child;
+        }
+        branches += added;
+      }
+    return tree;
   }
 
   // The continuation of the latest earlier occurrence of the last g tokens,
@@ -114,7 +174,7 @@ class PromptLookup {
   }
 
  private:
-  int32_t ngram_min_, ngram_max_, k_;
+  int32_t ngram_min_, ngram_max_, k_, branches_;
   bool adaptive_;
   std::unordered_map<uint64_t, int32_t> k_of_;  // adaptive k per sequence
   std::unordered_map<uint64_t, NgramIndex> index_;
@@ -125,10 +185,11 @@ class PromptLookup {
 SY_PLUGIN(builder) {
   using sy::plugin::option_bool;
   using sy::plugin::option_int;
-  builder.info("switchyard-speculative", "1.0.0", "speculative drafters: prompt lookup");
+  builder.info("switchyard-speculative", "1.1.0", "speculative drafters: prompt lookup (chains or trees)");
   builder.drafter<PromptLookup>(
-      "prompt-lookup", "1.0.0", "propose the continuation of the latest n-gram match in the prompt and generated text",
+      "prompt-lookup", "1.1.0", "propose the continuation of the latest n-gram match in the prompt and generated text",
       {option_int("ngram_min", "1", "shortest n-gram to match"), option_int("ngram_max", "3", "longest n-gram to match"),
        option_int("k", "4", "tokens proposed per step (the most, with adaptive)"),
-       option_bool("adaptive", "false", "shrink k after rejections, grow it after full acceptance")});
+       option_bool("adaptive", "false", "shrink k after rejections, grow it after full acceptance"),
+       option_int("branches", "1", "continuations of this many earlier occurrences proposed as a tree (1: a chain)")});
 }

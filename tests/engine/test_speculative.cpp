@@ -52,6 +52,8 @@ std::vector<Drafter> drafters() {
   return {{"prompt-lookup", {{"k", "4"}}},
           {"prompt-lookup", {{"k", "6"}, {"ngram_max", "2"}, {"adaptive", "true"}}},
           {"prompt-lookup", {{"k", "6"}}, "adaptive"},
+          {"prompt-lookup", {{"k", "8"}, {"branches", "3"}}},  // trees (ABI 1.9)
+          {"prompt-lookup", {{"k", "8"}, {"branches", "4"}, {"ngram_min", "2"}}, "adaptive"},
           {"draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "3"}}},  // low acceptance
           {"draft-model", {{"k", "4"}}},                                                           // the target itself: full acceptance
           {"draft-model", {{"k", "4"}}, "adaptive"}};
@@ -74,8 +76,11 @@ TEST(Speculative, GreedyOutputsIdenticalWithEveryDrafterOnEveryModel) {
         EXPECT_EQ(together[i].tokens, expected[i].tokens) << model << " " << d.name << " batch request " << i;
       auto m = s->step_engine()->metrics();
       EXPECT_GT(m.spec_drafts, 0) << model << " " << d.name;
-      std::printf("[ %s / %s, %s ] drafts %lld, proposed %lld, accepted %lld (rate %.3f, mean accepted length %.2f), declined %lld\n",
-                  model, d.name.c_str(), d.draft_length.c_str(), static_cast<long long>(m.spec_drafts),
+      if (d.options.count("branches") && d.draft_length == "fixed") {
+        EXPECT_GT(m.spec_tree_drafts, 0) << model << ": no tree was verified";
+      }
+      std::printf("[ %s / %s, %s ] drafts %lld (trees %lld), proposed %lld, accepted %lld (rate %.3f, mean accepted length %.2f), declined %lld\n",
+                  model, d.name.c_str(), d.draft_length.c_str(), static_cast<long long>(m.spec_drafts), static_cast<long long>(m.spec_tree_drafts),
                   static_cast<long long>(m.spec_draft_tokens), static_cast<long long>(m.spec_accepted_tokens), m.spec_acceptance_rate(),
                   m.spec_mean_accepted_length(), static_cast<long long>(m.spec_declined));
     }
@@ -214,13 +219,17 @@ TEST(Speculative, SamplingPreservesTheTargetDistribution) {
       EXPECT_GT(m.spec_draft_tokens, N) << d->name;
       EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens) << d->name << ": some drafts must be rejected to test anything";
       EXPECT_GT(m.spec_accepted_tokens, 0) << d->name;
-      std::printf("[ %s ] sampled: %lld drafts, acceptance rate %.3f\n", d->name.c_str(), static_cast<long long>(m.spec_drafts),
-                  m.spec_acceptance_rate());
+      if (d->options.count("branches")) {
+        // (Where every earlier occurrence continues alike, the proposal is a chain.)
+        EXPECT_GT(m.spec_tree_drafts, N / 20) << "trees of drafts must be verified, with the target's own samples picking the branch";
+      }
+      std::printf("[ %s ] sampled: %lld drafts (%lld trees), acceptance rate %.3f\n", d->name.c_str(), static_cast<long long>(m.spec_drafts),
+                  static_cast<long long>(m.spec_tree_drafts), m.spec_acceptance_rate());
     }
     return hist;
   };
   auto target = sample(std::nullopt, 1000);
-  for (const auto& d : {Drafter{"prompt-lookup", {{"k", "3"}}},
+  for (const auto& d : {Drafter{"prompt-lookup", {{"k", "3"}}}, Drafter{"prompt-lookup", {{"k", "6"}, {"branches", "3"}}},
                         Drafter{"draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "2"}}}}) {
     auto spec = sample(d, 500000);
     for (int pos = 0; pos < 2; ++pos) {
@@ -315,6 +324,39 @@ void old_abi_drafter_keeps_greedy_outputs(const char* plugin) {
   auto m = spec->step_engine()->metrics();
   EXPECT_GT(m.spec_draft_tokens, 0);
   EXPECT_GT(m.spec_accepted_tokens, 0);
+}
+
+// A tree of drafts (ABI 1.9): the continuations of several earlier
+// occurrences, verified in one step. On a prompt that repeats with
+// variations, trees keep more tokens a step than the chain of the latest
+// occurrence alone, the outputs stay the plain decode's, and the kept
+// path's KV (moved to consecutive slots) serves the steps after it: a
+// follow-up request with the whole text finds every full block cached.
+TEST(Speculative, TreesOfDraftsKeepMoreTokensAStepAndTheOutputsExact) {
+  // Two continuations of "403 407 261": 378 432 ... and 376 298 ...
+  const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 403, 407, 261, 376, 298, 315, 403, 407, 261};
+  auto plain = Session::create(paged_config("stories260K", "prefix-caching", {{"block_size", "4"}}));
+  const auto expect = plain->generate({req(prompt, 40)})[0].tokens;
+  double chain_length = 0, tree_length = 0;
+  for (const char* branches : {"1", "3"}) {
+    auto cfg = paged_config("stories260K", "prefix-caching", {{"block_size", "4"}});
+    set_drafter(cfg, "prompt-lookup", {{"k", "6"}, {"branches", branches}});
+    auto s = Session::create(cfg);
+    const auto got = s->generate({req(prompt, 40)})[0];
+    EXPECT_EQ(got.tokens, expect) << branches << " branches";
+    const auto m = s->step_engine()->metrics();
+    (std::string(branches) == "1" ? chain_length : tree_length) = m.spec_mean_accepted_length();
+    if (std::string(branches) == "3") {
+      EXPECT_GT(m.spec_tree_drafts, 0);
+      std::vector<int> whole = prompt;
+      whole.insert(whole.end(), got.tokens.begin(), got.tokens.end());
+      const auto follow = s->generate({req(whole, 4)})[0];
+      EXPECT_EQ(follow.cached_tokens, static_cast<int32_t>((whole.size() - 1) / 4 * 4)) << "the kept paths' KV is what a prompt of them computes";
+      EXPECT_EQ(follow.tokens, plain->generate({req(whole, 4)})[0].tokens);
+    }
+  }
+  std::printf("[ mean tokens a step: chain %.2f, tree of 3 branches %.2f ]\n", chain_length, tree_length);
+  EXPECT_GE(tree_length, chain_length);
 }
 
 TEST(Speculative, DrafterBuiltAgainstTheAbi10HeaderLoadsAndKeepsGreedyOutputs) {

@@ -99,6 +99,27 @@ TEST(FaultInjection, DrafterProposingInvalidIdsIsIgnoredAndOutputsAreExact) {
   EXPECT_NE(m.spec_last_invalid.find("outside the vocabulary of 512"), std::string::npos) << m.spec_last_invalid;
 }
 
+// Malformed trees of drafts (ABI 1.9) are dropped for the step, named, and
+// the sequence decodes as it would without them.
+TEST(FaultInjection, MalformedDraftTreesAreDroppedNamingTheFault) {
+  for (const auto& [fault, message] : std::vector<std::pair<std::string, std::string>>{
+           {"parent", "tree node 3 follows node 3, not an earlier node"},
+           {"token", "tree node 3 proposes token id 1073741824, outside the vocabulary of 512"},
+           {"count", "nodes, more than the"}}) {
+    EngineConfig c = test::paged_config("stories260K", "paged", {{"block_size", "16"}});
+    c.plugins.push_back(PluginSpec{SY_FAULT_PLUGIN, std::nullopt, "test"});
+    test::set_drafter(c, "bad-tree-drafter", {{"fault", fault}});
+    auto s = Session::create(c);
+    auto results = s->generate({greedy(kPromptA, 16), greedy(kPromptB, 16)});
+    EXPECT_EQ(results[0].tokens, healthy(kPromptA, 16)) << fault;
+    EXPECT_EQ(results[1].tokens, healthy(kPromptB, 16)) << fault;
+    auto m = s->step_engine()->metrics();
+    EXPECT_GT(m.spec_invalid_drafts, 10) << fault;
+    EXPECT_NE(m.spec_last_invalid.find("drafter 'bad-tree-drafter'"), std::string::npos) << m.spec_last_invalid;
+    EXPECT_NE(m.spec_last_invalid.find(message), std::string::npos) << m.spec_last_invalid;
+  }
+}
+
 TEST(FaultInjection, SlowKernelTimesOutTheImpatientRequestAndTheOthersFinishExactly) {
   auto s = Session::create(with_faults({{"delay_ms", "5"}}));  // >= 5 ms per step
   auto* engine = s->step_engine();

@@ -39,11 +39,28 @@ Tensor StepRunner::forward(const StepPlan& plan, const std::vector<int64_t>& row
   std::vector<std::vector<int32_t>> tables;
   int32_t max_blocks = 1;
   int32_t t = 0;
+  // Token trees (drafts with parents): each token's query index of the one
+  // it follows (-1: the one before it), and its position by depth.
+  std::vector<int32_t> token_parents;
+  bool any_tree = false;
   for (const auto& b : batch) {
+    const std::vector<int32_t>& parents = b.seq->draft_parents;
+    const bool tree = !parents.empty() && b.tokens == 1 + static_cast<int32_t>(parents.size());
+    any_tree = any_tree || tree;
+    std::vector<int32_t> depth;  // per query token of a tree
     for (int32_t j = 0; j < b.tokens; ++j, ++t) {
       int32_t p = b.seq->computed + j;
       ids.data<int64_t>()[t] = b.seq->tokens[static_cast<size_t>(p)];
-      pos.data<int64_t>()[t] = p;
+      int32_t parent = -1;
+      if (tree && j > 0) {
+        const int32_t up = parents[static_cast<size_t>(j - 1)] + 1;  // the parent's query index (0: the fed token)
+        parent = up == j - 1 ? -1 : up;
+        depth.push_back(depth[static_cast<size_t>(up)] + 1);
+      } else if (tree) {
+        depth.push_back(0);
+      }
+      token_parents.push_back(parent);
+      pos.data<int64_t>()[t] = tree ? b.seq->computed + depth.back() : p;
     }
     query_start.push_back(t);
     context_len.push_back(b.seq->computed + b.tokens);
@@ -88,6 +105,7 @@ Tensor StepRunner::forward(const StepPlan& plan, const std::vector<int64_t>& row
   step.num_layers = static_cast<int32_t>(key_cache_.size());
   step.key_cache = key_cache_.data();
   step.value_cache = value_cache_.data();
+  step.token_parents = any_tree ? token_parents.data() : nullptr;
 
   Executor& ex = model_.executor();
   std::vector<Tensor> inputs(ex.graph().inputs.size());

@@ -33,6 +33,9 @@ struct Sequence {
   GenerationResult result;
   std::vector<int32_t> drafts;               // this step's proposals (appended to tokens)
   std::vector<std::vector<double>> draft_q;  // their draft distributions (empty: point masses)
+  // A tree of drafts (1.9): draft i follows draft draft_parents[i], or the
+  // last token for -1. Empty: the drafts are a chain.
+  std::vector<int32_t> draft_parents;
   bool has_drafted = false;                  // the drafter has seen it (its first proposal also catches up on the prompt)
   bool constrained = false;                  // structured output: the token masker began it
   std::vector<uint32_t> masks;               // this step's allowed tokens: a row per sampled position

@@ -2,11 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 namespace sy {
 
+namespace {
+// A tree of drafts may hold this many alternatives of the policy's chain.
+constexpr int32_t kTreeWidth = 4;
+}  // namespace
+
 Speculator::Speculator(Drafter& drafter, int32_t max_k, bool adaptive_length, DecoderModel& model, PluginCacheManager& cache,
-                       Constrainer& constrainer, SequenceEnds& ends, StepCounters& counters, int32_t max_batch_tokens)
+                       Constrainer& constrainer, SequenceEnds& ends, StepCounters& counters, int32_t max_batch_tokens, bool trees)
     : drafter_(drafter),
       max_k_(std::max(1, max_k)),
       policy_(max_k_, adaptive_length),
@@ -15,7 +21,8 @@ Speculator::Speculator(Drafter& drafter, int32_t max_k, bool adaptive_length, De
       constrainer_(constrainer),
       ends_(ends),
       counters_(counters),
-      max_batch_tokens_(max_batch_tokens) {}
+      max_batch_tokens_(max_batch_tokens),
+      trees_(trees && drafter.proposes_trees()) {}
 
 void Speculator::record_step(int32_t tokens, double ms) { policy_.record_step(tokens, ms); }
 
@@ -61,7 +68,15 @@ void Speculator::propose(StepPlan& plan) {
     std::vector<int32_t> d;
     // A failing drafter fails the sequence it drafted for, not the step.
     const auto t0 = std::chrono::steady_clock::now();
-    if (!contained(ends_, s, [&] { d = drafter_.propose(s->id, s->tokens, room, s->req.sampling, &q); })) continue;
+    const bool tree = trees_ && !s->constrained;  // structured output checks chains of drafts
+    s->draft_parents.clear();
+    if (tree) {
+      bool ok = false;
+      if (!contained(ends_, s, [&] { ok = take_tree(s, room, max_batch_tokens_ - used, d); })) continue;
+      if (!ok) continue;
+    } else if (!contained(ends_, s, [&] { d = drafter_.propose(s->id, s->tokens, room, s->req.sampling, &q); })) {
+      continue;
+    }
     // Drafting time per token (after a sequence's first proposal, which also
     // brings a draft model up to date with the prompt).
     if (s->has_drafted)
@@ -69,7 +84,7 @@ void Speculator::propose(StepPlan& plan) {
                                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     s->has_drafted = true;
     if (d.empty()) continue;
-    if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
+    if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));  // (a tree is checked against room already)
     // A drafter is a plugin: its proposals are input like any other. An id
     // outside the vocabulary would index past the embedding table; the draft
     // is dropped and the sequence decodes normally (outputs unchanged).
@@ -100,7 +115,10 @@ void Speculator::propose(StepPlan& plan) {
     }
     bool room_for_drafts = false;
     if (!contained(ends_, s, [&] { room_for_drafts = cache_.allocate(s->id, static_cast<int32_t>(d.size())); })) continue;
-    if (!room_for_drafts) continue;  // no room: decode without drafts
+    if (!room_for_drafts) {  // no room: decode without drafts
+      s->draft_parents.clear();
+      continue;
+    }
     s->drafts = d;
     s->draft_q = std::move(q);
     s->tokens.insert(s->tokens.end(), d.begin(), d.end());
@@ -157,16 +175,114 @@ std::vector<int32_t> Speculator::judge(Sequence* s, const float* logits, int64_t
   return out;
 }
 
-std::vector<int32_t> Speculator::verify(Sequence* s, const float* rows, int64_t V) {
+bool Speculator::take_tree(Sequence* s, int32_t depth, int32_t budget, std::vector<int32_t>& d) {
+  // The tree may hold kTreeWidth alternatives of the chain the policy chose
+  // (`depth` tokens), within the step's token budget; nodes deeper than
+  // `depth` are cut off (they would pass the request's limits).
+  const int32_t room = std::min(depth * kTreeWidth, budget);
+  DraftTreeProposal t = drafter_.propose_tree(s->id, s->tokens, room);
+  // A drafter is a plugin: its tree is input like any other. One the step
+  // cannot verify is dropped, its fault counted and named.
+  std::string fault;
+  const int64_t V = model_.vocab_size();
+  if (t.count < 0 || t.count > room) {
+    fault = "proposed a tree of " + std::to_string(t.count) + " nodes, more than the " + std::to_string(room) + " asked for";
+  } else {
+    for (int32_t i = 0; i < t.count && fault.empty(); ++i) {
+      const int32_t p = t.parents[static_cast<size_t>(i)], tok = t.tokens[static_cast<size_t>(i)];
+      if (p < -1 || p >= i) fault = "tree node " + std::to_string(i) + " follows node " + std::to_string(p) + ", not an earlier node";
+      else if (tok < 0 || (V >= 0 && tok >= V))
+        fault = "tree node " + std::to_string(i) + " proposes token id " + std::to_string(tok) + ", outside the vocabulary of " + std::to_string(V);
+    }
+  }
+  if (!fault.empty()) {
+    counters_.update([&](StepEngineMetrics& m) {
+      ++m.spec_invalid_drafts;
+      m.spec_last_invalid = drafter_.label() + " " + fault + "; draft dropped";
+    });
+    return false;
+  }
+  // Keep the nodes within `depth` (a kept node's parent is kept: it is shallower).
+  std::vector<int32_t> node_depth, index(static_cast<size_t>(t.count), -1), parents;
+  for (int32_t i = 0; i < t.count; ++i) {
+    const int32_t p = t.parents[static_cast<size_t>(i)];
+    node_depth.push_back(p < 0 ? 1 : node_depth[static_cast<size_t>(p)] + 1);
+    if (node_depth.back() > depth) continue;
+    index[static_cast<size_t>(i)] = static_cast<int32_t>(d.size());
+    d.push_back(t.tokens[static_cast<size_t>(i)]);
+    parents.push_back(p < 0 ? -1 : index[static_cast<size_t>(p)]);
+  }
+  bool chain = true;
+  for (size_t i = 0; i < parents.size(); ++i) chain = chain && parents[i] == static_cast<int32_t>(i) - 1;
+  // A chain verifies as one (the same rows and bits as propose's drafts).
+  if (!chain) s->draft_parents = std::move(parents);
+  return true;
+}
+
+std::vector<int32_t> Speculator::judge_tree(Sequence* s, const float* logits, int64_t V, std::vector<int64_t>& from_rows,
+                                            std::vector<int32_t>& path) {
+  std::vector<int32_t> out;
+  std::vector<int> pending;
+  const auto n = static_cast<int>(V);
+  // Row 0 is the fed token's; row 1 + i node i's. At each row the target's
+  // own choice is emitted, and continues down the child that proposed it.
+  int64_t row = 0;
+  for (;;) {
+    const float* r = logits + row * V;
+    const int t = s->sampler.greedy() ? s->sampler.greedy_choice(r, n, pending) : s->sampler.sample(r, n, pending);
+    out.push_back(t);
+    from_rows.push_back(row);
+    pending.push_back(t);
+    const int32_t parent = static_cast<int32_t>(row) - 1;  // the node whose children come next (-1: the root)
+    int32_t next = -1;
+    for (size_t i = 0; i < s->drafts.size() && next < 0; ++i)
+      if (s->draft_parents[i] == parent && s->drafts[i] == t) next = static_cast<int32_t>(i);
+    if (next < 0) return out;
+    path.push_back(next);
+    row = 1 + next;
+  }
+}
+
+void Speculator::compact(Sequence* s, int32_t base, const std::vector<int32_t>& path) {
+  const std::vector<int32_t> table = cache_.block_table(s->id);
+  for (size_t k = 0; k < path.size(); ++k) {
+    const int64_t from = base + 1 + path[k], to = base + 1 + static_cast<int64_t>(k);
+    if (from == to) continue;
+    for (int32_t l = 0; l < model_.num_layers(); ++l) {
+      const auto [kt, vt] = cache_.storage(l);
+      for (const sy_tensor* t : {&kt, &vt}) {
+        const int64_t KVH = t->dims[1], BS = t->dims[2];
+        const size_t row = static_cast<size_t>(t->dims[3]) * dtype_size(static_cast<DType>(t->dtype));
+        auto at = [&](int64_t slot, int64_t g) {
+          return static_cast<char*>(t->data) + static_cast<size_t>((table[static_cast<size_t>(slot / BS)] * KVH + g) * BS + slot % BS) * row;
+        };
+        for (int64_t g = 0; g < KVH; ++g) std::memcpy(at(to, g), at(from, g), row);
+      }
+    }
+  }
+}
+
+std::vector<int32_t> Speculator::verify(Sequence* s, const float* rows, int64_t V, std::vector<int64_t>& from_rows) {
   const int32_t base = s->computed;  // KV before this step
-  std::vector<int32_t> emitted = judge(s, rows, V);
+  from_rows.clear();
+  std::vector<int32_t> path;  // a tree's kept nodes
+  std::vector<int32_t> emitted;
+  const bool tree = !s->draft_parents.empty();
+  if (tree) {
+    emitted = judge_tree(s, rows, V, from_rows, path);
+  } else {
+    emitted = judge(s, rows, V);
+    for (size_t j = 0; j < emitted.size(); ++j) from_rows.push_back(static_cast<int64_t>(j));
+  }
   const auto accepted = static_cast<int32_t>(emitted.size()) - 1;
   s->tokens.resize(s->tokens.size() - s->drafts.size());
   s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
   const auto proposed = static_cast<int32_t>(s->drafts.size());
   s->drafts.clear();
   s->draft_q.clear();
+  s->draft_parents.clear();
   const bool rolled_back = contained(ends_, s, [&] {
+    if (tree) compact(s, base, path);     // the kept path's KV to consecutive slots
     cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
     cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
     drafter_.accepted(s->id, proposed, accepted);
@@ -175,6 +291,7 @@ std::vector<int32_t> Speculator::verify(Sequence* s, const float* rows, int64_t 
   if (!rolled_back) return {};
   counters_.update([&](StepEngineMetrics& m) {
     ++m.spec_drafts;
+    m.spec_tree_drafts += tree;
     m.spec_draft_tokens += proposed;
     m.spec_accepted_tokens += accepted;
     if (m.spec_accepted_per_pos.size() < static_cast<size_t>(proposed)) m.spec_accepted_per_pos.resize(static_cast<size_t>(proposed));
