@@ -84,7 +84,8 @@ void Speculator::propose(StepPlan& plan) {
                                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     s->has_drafted = true;
     if (d.empty()) continue;
-    if (static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));  // (a tree is checked against room already)
+    // (A tree was cut to `room` deep already; its nodes may be more.)
+    if (!tree && static_cast<int32_t>(d.size()) > room) d.resize(static_cast<size_t>(room));
     // A drafter is a plugin: its proposals are input like any other. An id
     // outside the vocabulary would index past the embedding table; the draft
     // is dropped and the sequence decodes normally (outputs unchanged).
