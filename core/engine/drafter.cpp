@@ -26,6 +26,11 @@ class PluginDrafterAdapter : public Drafter {
   DraftTreeProposal propose_tree(uint64_t seq, const std::vector<int32_t>& tokens, int32_t max_nodes) override {
     return p_->propose_tree(seq, tokens, max_nodes);
   }
+  bool observes() const override { return p_->observes(); }
+  void observe(uint64_t seq, const std::vector<int32_t>& proposed, const std::vector<int32_t>& parents,
+               const std::vector<int32_t>& target_next) override {
+    p_->observe(seq, proposed, parents, target_next);
+  }
   std::string label() const override { return p_->label(); }
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) override { p_->accepted(seq, proposed, accepted_count); }
   void release(uint64_t seq) override { p_->release(seq); }

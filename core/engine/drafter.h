@@ -25,6 +25,10 @@ class Drafter {
   // at most max_nodes nodes, raw (the Speculator checks it).
   virtual bool proposes_trees() const { return false; }
   virtual DraftTreeProposal propose_tree(uint64_t, const std::vector<int32_t>&, int32_t) { return {}; }
+  // Drafters that learn from verification (1.9's observe): the target's
+  // greedy next token after the last token and after each proposal.
+  virtual bool observes() const { return false; }
+  virtual void observe(uint64_t, const std::vector<int32_t>&, const std::vector<int32_t>&, const std::vector<int32_t>&) {}
   // Which drafter, for messages about its proposals.
   virtual std::string label() const = 0;
   virtual void accepted(uint64_t seq, int32_t proposed, int32_t accepted) = 0;

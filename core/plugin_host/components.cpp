@@ -313,6 +313,16 @@ DraftTreeProposal PluginDrafter::propose_tree(uint64_t seq, const std::vector<in
   return t;
 }
 
+bool PluginDrafter::observes() const { return SY_HAS_FIELD(d_, sy_drafter_desc, observe) && d_->observe; }
+
+void PluginDrafter::observe(uint64_t seq, const std::vector<int32_t>& proposed, const std::vector<int32_t>& parents,
+                            const std::vector<int32_t>& target_next) {
+  call("drafter observe", [&] {
+    return d_->observe(state_, seq, proposed.data(), parents.empty() ? nullptr : parents.data(), static_cast<int32_t>(proposed.size()),
+                       target_next.data());
+  });
+}
+
 void PluginDrafter::accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) {
   if (d_->accepted) call("drafter accepted", [&] { return d_->accepted(state_, seq, proposed, accepted_count); });
 }

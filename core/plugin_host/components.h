@@ -179,6 +179,11 @@ class PluginDrafter : PluginComponent<sy_drafter_desc> {
   // (tokens and parents sized max_nodes; count as the drafter reported it).
   bool proposes_trees() const;
   DraftTreeProposal propose_tree(uint64_t seq, const std::vector<int32_t>& tokens, int32_t max_nodes);
+  // 1.9: whether it observes verification, and the observation (parents
+  // empty for a chain; target_next has proposed.size() + 1 entries).
+  bool observes() const;
+  void observe(uint64_t seq, const std::vector<int32_t>& proposed, const std::vector<int32_t>& parents,
+               const std::vector<int32_t>& target_next);
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted);
   void release(uint64_t seq);
   using PluginComponent::label;

@@ -14,6 +14,18 @@
 //                  latest first), merged where they agree, so one step
 //                  verifies the alternatives a text offers.
 //
+//   lookahead      lookahead decoding's n-gram pool (Fu et al. 2024) without
+//                  its extra attention branch: per sequence, for each token,
+//                  the n - 1 tokens that followed it, newest first, from the
+//                  prompt and the generated text and from what the target
+//                  itself predicted after every proposal it verified
+//                  (observe, ABI 1.9): past the first proposal it rejected,
+//                  those are its continuations of contexts it did not keep,
+//                  the next guesses of a Jacobi iteration. Each step
+//                  proposes the pool's continuations of the last token as a
+//                  tree (with trees; else the newest as a chain), and the
+//                  target's guesses past what it kept last step.
+//
 // (The draft-model drafter runs a second model and lives in the engine,
 // which owns models and their KV caches: see core/engine/drafter.cpp.)
 #include <switchyard/plugin.hpp>
@@ -180,16 +192,145 @@ class PromptLookup {
   std::unordered_map<uint64_t, NgramIndex> index_;
 };
 
+class Lookahead {
+ public:
+  explicit Lookahead(const Options& o)
+      : n_(static_cast<int32_t>(o.get_int("n"))), pool_(static_cast<int32_t>(o.get_int("pool"))),
+        branches_(static_cast<int32_t>(o.get_int("branches"))) {
+    if (n_ < 2 || n_ > 16 || pool_ < 1 || branches_ < 1)
+      throw sy::plugin::Error("need 2 <= n <= 16, pool >= 1 and branches >= 1", SY_INVALID_ARGUMENT);
+  }
+
+  std::vector<int32_t> propose(uint64_t seq, const Tokens& t, int32_t k) {
+    const sy::plugin::DraftTree tree = propose_tree(seq, t, k);
+    std::vector<int32_t> chain;  // the first branch, while it is a chain
+    for (size_t i = 0; i < tree.tokens.size() && tree.parents[i] == static_cast<int32_t>(i) - 1; ++i) chain.push_back(tree.tokens[i]);
+    return chain;
+  }
+
+  sy::plugin::DraftTree propose_tree(uint64_t seq, const Tokens& t, int32_t max_nodes) {
+    State& st = states_[seq];
+    pool_text(st, t);
+    st.context.assign(t.data + std::max(0, t.size - (n_ - 1)), t.data + t.size);
+    sy::plugin::DraftTree tree;
+    if (t.size == 0) return tree;
+    auto add = [&](const std::vector<int32_t>& branch) {
+      int32_t parent = -1;
+      for (int32_t tok : branch) {
+        if (static_cast<int32_t>(tree.tokens.size()) >= max_nodes) return;
+        int32_t child = -1;
+        for (size_t c = 0; c < tree.tokens.size() && child < 0; ++c)
+          if (tree.parents[c] == parent && tree.tokens[c] == tok) child = static_cast<int32_t>(c);
+        if (child < 0) {
+          tree.tokens.push_back(tok);
+          tree.parents.push_back(parent);
+          child = static_cast<int32_t>(tree.tokens.size()) - 1;
+        }
+        parent = child;
+      }
+    };
+    // The Jacobi guesses first (they continue the text the target just
+    // wrote), then the pool's continuations of the last token, newest first.
+    if (!st.guess.empty()) add(st.guess);
+    st.guess.clear();
+    auto it = st.pool.find(t[t.size - 1]);
+    int32_t taken = 0;
+    if (it != st.pool.end())
+      for (const auto& cont : it->second) {
+        if (taken++ == branches_) break;
+        add(cont);
+      }
+    return tree;
+  }
+
+  void observe(uint64_t seq, const Tokens& proposed, const int32_t* parents, const int32_t* target_next) {
+    State& st = states_[seq];
+    const int32_t count = proposed.size;
+    auto parent_of = [&](int32_t i) { return parents ? parents[i] : i - 1; };
+    // Every verified row: the target's next token after the context, the
+    // proposals on the row's path, an n-gram for the pool.
+    for (int32_t row = 0; row <= count; ++row) {
+      std::vector<int32_t> path;  // the proposals from the root to this row's node
+      for (int32_t i = row - 1; i >= 0; i = parent_of(i)) path.insert(path.begin(), proposed[i]);
+      std::vector<int32_t> gram(st.context);
+      gram.insert(gram.end(), path.begin(), path.end());
+      gram.push_back(target_next[row]);
+      if (static_cast<int32_t>(gram.size()) >= n_) add_gram(st, gram.data() + gram.size() - n_);
+    }
+    // The path the target kept (its greedy choices), and past it the
+    // Jacobi guesses: its next tokens along the first proposal it rejected.
+    int32_t row = 0;
+    for (;;) {
+      int32_t next = -1;
+      for (int32_t i = 0; i < count && next < 0; ++i)
+        if (parent_of(i) == row - 1 && proposed[i] == target_next[row]) next = i;
+      if (next < 0) break;
+      row = next + 1;
+    }
+    st.guess.clear();
+    int32_t rejected = -1;
+    for (int32_t i = 0; i < count && rejected < 0; ++i)
+      if (parent_of(i) == row - 1) rejected = i;
+    for (int32_t i = rejected; i >= 0 && static_cast<int32_t>(st.guess.size()) < n_ - 1;) {
+      st.guess.push_back(target_next[i + 1]);
+      int32_t child = -1;
+      for (int32_t c = i + 1; c < count && child < 0; ++c)
+        if (parent_of(c) == i) child = c;
+      i = child;
+    }
+  }
+
+  void release(uint64_t seq) { states_.erase(seq); }
+
+ private:
+  struct State {
+    std::unordered_map<int32_t, std::vector<std::vector<int32_t>>> pool;  // token -> the n - 1 tokens after it, newest first
+    int32_t pooled = 0;               // tokens of the sequence whose n-grams are pooled
+    std::vector<int32_t> last_pooled;  // the sequence's tokens then (a changed sequence is pooled anew)
+    std::vector<int32_t> context;      // the last n - 1 tokens when the proposal was made
+    std::vector<int32_t> guess;        // the Jacobi branch for the next step
+  };
+
+  void add_gram(State& st, const int32_t* gram) {
+    std::vector<std::vector<int32_t>>& list = st.pool[gram[0]];
+    const std::vector<int32_t> cont(gram + 1, gram + n_);
+    auto same = std::find(list.begin(), list.end(), cont);
+    if (same != list.end()) list.erase(same);
+    list.insert(list.begin(), cont);
+    if (static_cast<int32_t>(list.size()) > pool_) list.pop_back();
+  }
+
+  // The sequence's own n-grams, as its tokens arrive.
+  void pool_text(State& st, const Tokens& t) {
+    if (t.size < st.pooled || (st.pooled > 0 && t[st.pooled - 1] != st.last_pooled.back())) {
+      st.pool.clear();
+      st.pooled = 0;
+    }
+    for (int32_t s = std::max(0, st.pooled - n_ + 1); s + n_ <= t.size; ++s) add_gram(st, t.data + s);
+    st.pooled = t.size;
+    st.last_pooled.assign(1, t.size > 0 ? t[t.size - 1] : 0);
+  }
+
+  int32_t n_, pool_, branches_;
+  std::unordered_map<uint64_t, State> states_;
+};
+
 }  // namespace
 
 SY_PLUGIN(builder) {
   using sy::plugin::option_bool;
   using sy::plugin::option_int;
-  builder.info("switchyard-speculative", "1.1.0", "speculative drafters: prompt lookup (chains or trees)");
+  builder.info("switchyard-speculative", "1.1.0", "speculative drafters: prompt lookup (chains or trees), lookahead");
   builder.drafter<PromptLookup>(
       "prompt-lookup", "1.1.0", "propose the continuation of the latest n-gram match in the prompt and generated text",
       {option_int("ngram_min", "1", "shortest n-gram to match"), option_int("ngram_max", "3", "longest n-gram to match"),
        option_int("k", "4", "tokens proposed per step (the most, with adaptive)"),
        option_bool("adaptive", "false", "shrink k after rejections, grow it after full acceptance"),
        option_int("branches", "1", "continuations of this many earlier occurrences proposed as a tree (1: a chain)")});
+  builder.drafter<Lookahead>(
+      "lookahead", "1.0.0",
+      "lookahead decoding's n-gram pool: the text's n-grams and the target's own predictions after verified proposals",
+      {option_int("n", "4", "n-gram size (a proposal is n - 1 tokens deep)"),
+       option_int("pool", "8", "continuations kept per token, newest first"),
+       option_int("branches", "4", "pool continuations proposed in one tree")});
 }

@@ -54,6 +54,8 @@ std::vector<Drafter> drafters() {
           {"prompt-lookup", {{"k", "6"}}, "adaptive"},
           {"prompt-lookup", {{"k", "8"}, {"branches", "3"}}},  // trees (ABI 1.9)
           {"prompt-lookup", {{"k", "8"}, {"branches", "4"}, {"ngram_min", "2"}}, "adaptive"},
+          {"lookahead", {{"n", "4"}}},  // the text's n-grams and the target's own predictions (observe, 1.9)
+          {"lookahead", {{"n", "3"}, {"branches", "2"}}, "adaptive"},
           {"draft-model", {{"model", test::model_path("llama_mqa_tiny_random.onnx")}, {"k", "3"}}},  // low acceptance
           {"draft-model", {{"k", "4"}}},                                                           // the target itself: full acceptance
           {"draft-model", {{"k", "4"}}, "adaptive"}};

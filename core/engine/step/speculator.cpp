@@ -276,6 +276,12 @@ std::vector<int32_t> Speculator::verify(Sequence* s, const float* rows, int64_t 
     for (size_t j = 0; j < emitted.size(); ++j) from_rows.push_back(static_cast<int64_t>(j));
   }
   const auto accepted = static_cast<int32_t>(emitted.size()) - 1;
+  // What verification saw, for drafters that learn from it: the target's
+  // greedy next token after the last token and after each proposal.
+  std::vector<int32_t> target_next;
+  if (drafter_.observes())
+    for (size_t r = 0; r <= s->drafts.size(); ++r) target_next.push_back(Sampler::argmax(rows + static_cast<int64_t>(r) * V, static_cast<int>(V)));
+  const std::vector<int32_t> proposals = s->drafts, proposal_parents = s->draft_parents;
   s->tokens.resize(s->tokens.size() - s->drafts.size());
   s->computed = base + 1 + accepted;  // the fed token and the accepted drafts
   const auto proposed = static_cast<int32_t>(s->drafts.size());
@@ -286,6 +292,7 @@ std::vector<int32_t> Speculator::verify(Sequence* s, const float* rows, int64_t 
     if (tree) compact(s, base, path);     // the kept path's KV to consecutive slots
     cache_.truncate(s->id, s->computed);  // rolls the rejected drafts' KV back
     cache_.commit(s->id, s->tokens.data(), std::min<int32_t>(s->computed, static_cast<int32_t>(s->tokens.size())));
+    if (!target_next.empty()) drafter_.observe(s->id, proposals, proposal_parents, target_next);
     drafter_.accepted(s->id, proposed, accepted);
   });
   policy_.record_verification(s->id, proposed, accepted);

@@ -796,6 +796,17 @@ typedef struct sy_drafter_desc {
    * implements propose. */
   sy_status (*propose_tree)(void* state, uint64_t seq, const int32_t* tokens, int32_t num_tokens, int32_t max_nodes,
                             int32_t* out_tokens, int32_t* out_parents, int32_t* count);
+  /* ---- 1.9, optional (NULL: nothing observed): what verification saw.
+   * After a step verified this drafter's proposals for seq (count tokens,
+   * parents as propose_tree gave them, or NULL for a chain), the target's
+   * greedy choice of the token after each: target_next[0] after the
+   * sequence's last token, target_next[1 + i] after proposal i, whatever
+   * the request samples with. Past the first proposal the target rejected,
+   * these are its continuations of contexts it did not keep (Jacobi
+   * iteration's next guesses): the n-grams lookahead decoding collects.
+   * Called before accepted(). */
+  sy_status (*observe)(void* state, uint64_t seq, const int32_t* proposed, const int32_t* parents, int32_t count,
+                       const int32_t* target_next);
 } sy_drafter_desc;
 
 /* --------------------------------------------- logits processors (1.4) */

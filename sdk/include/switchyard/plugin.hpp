@@ -608,6 +608,13 @@ template <typename D>
 struct has_propose_tree<D, std::void_t<decltype(std::declval<D&>().propose_tree(uint64_t{}, std::declval<const Tokens&>(), int32_t{}))>>
     : std::true_type {};
 
+template <typename D, typename = void>
+struct has_observe : std::false_type {};
+template <typename D>
+struct has_observe<D, std::void_t<decltype(std::declval<D&>().observe(uint64_t{}, std::declval<const Tokens&>(),
+                                                                      static_cast<const int32_t*>(nullptr),
+                                                                      static_cast<const int32_t*>(nullptr)))>> : std::true_type {};
+
 template <typename D>
 struct DrafterTrampolines {
   static sy_status create(void*, const sy_options* o, void** state) {
@@ -632,6 +639,10 @@ struct DrafterTrampolines {
       *count = copy_out(tree.tokens, max_nodes, out_tokens);
       std::copy(tree.parents.begin(), tree.parents.end(), out_parents);
     });
+  }
+  static sy_status observe(void* state, uint64_t seq, const int32_t* proposed, const int32_t* parents, int32_t count,
+                           const int32_t* target_next) {
+    return guard([&] { static_cast<D*>(state)->observe(seq, Tokens{proposed, count}, parents, target_next); });
   }
   static sy_status accepted(void* state, uint64_t seq, int32_t proposed, int32_t accepted_count) {
     return guard([&] { static_cast<D*>(state)->accepted(seq, proposed, accepted_count); });
@@ -905,6 +916,8 @@ class PluginBuilder {
   //   std::vector<int32_t> propose_sampled(uint64_t seq, const Tokens& tokens, int32_t k,
   //       const sy_draft_sampling& sampling, int64_t vocab_size, float* probs);
   //   DraftTree propose_tree(uint64_t seq, const Tokens& tokens, int32_t max_nodes);  // 1.9
+  //   void observe(uint64_t seq, const Tokens& proposed, const int32_t* parents,       // 1.9: the target's
+  //                const int32_t* target_next);                                        // next token at each
   // A drafter that draws its proposals at random defines propose_sampled and
   // writes the distribution proposal i came from to probs[i * vocab_size ...]:
   // verification then accepts more of its drafts (see plugin.h). One that
@@ -921,6 +934,7 @@ class PluginBuilder {
     if constexpr (detail::has_release<D>::value) d.release = &T::release;
     if constexpr (detail::has_propose_sampled<D>::value) d.propose_sampled = &T::propose_sampled;
     if constexpr (detail::has_propose_tree<D>::value) d.propose_tree = &T::propose_tree;
+    if constexpr (detail::has_observe<D>::value) d.observe = &T::observe;
     d.destroy = &T::destroy;
     drafters_.push_back(d);
   }
