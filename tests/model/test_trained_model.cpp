@@ -100,7 +100,7 @@ TEST_P(TrainedModel, DequantizedMatchesTransformersTokenForToken) {
   for (const auto& c : ref()["chat"]) EXPECT_EQ(out[i++].tokens, ints(c["answer"])) << profile << ": " << c["question"];
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "baseline", "paged", "prefix", "continuous", "slo", "lookup"));
+INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "baseline", "paged", "prefix", "continuous", "slo", "lookup", "lookahead"));
 
 // Kept quantized: the Q4_1 blocks run as they are stored (Q4_1's min as a
 // float zero point, one rounding). A prompt of 16 or more tokens takes the
