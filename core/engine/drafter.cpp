@@ -31,6 +31,8 @@ class PluginDrafterAdapter : public Drafter {
                const std::vector<int32_t>& target_next) override {
     p_->observe(seq, proposed, parents, target_next);
   }
+  bool reads_hidden() const override { return p_->reads_hidden(); }
+  void hidden_state(uint64_t seq, const float* hidden, int64_t size) override { p_->hidden_state(seq, hidden, size); }
   std::string label() const override { return p_->label(); }
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) override { p_->accepted(seq, proposed, accepted_count); }
   void release(uint64_t seq) override { p_->release(seq); }

@@ -29,6 +29,11 @@ class Drafter {
   // greedy next token after the last token and after each proposal.
   virtual bool observes() const { return false; }
   virtual void observe(uint64_t, const std::vector<int32_t>&, const std::vector<int32_t>&, const std::vector<int32_t>&) {}
+  // Drafters that propose from the target's hidden states (Medusa-style
+  // heads; 1.10's hidden_state): the final hidden state at the position whose
+  // logits chose the sequence's last token, given before each proposal.
+  virtual bool reads_hidden() const { return false; }
+  virtual void hidden_state(uint64_t, const float*, int64_t) {}
   // Which drafter, for messages about its proposals.
   virtual std::string label() const = 0;
   virtual void accepted(uint64_t seq, int32_t proposed, int32_t accepted) = 0;
@@ -41,6 +46,15 @@ std::unique_ptr<Drafter> make_plugin_drafter(std::unique_ptr<PluginDrafter> plug
 // The draft model runs in baseline mode (its own past/present KV per
 // sequence, rolled back to what the target accepted before each proposal).
 // Its vocabulary must be the target's (target_vocab); otherwise it is refused.
+// Medusa-style heads (engine/heads_drafter.cpp): an ONNX file mapping the
+// target's hidden state to one row per head, each scored by the target's own
+// LM head (`lm_head`, not owned); `top` candidates per head make the tree.
+// Refused naming both when the file's hidden size or vocabulary is not the
+// target's.
+class LmHead;
+std::unique_ptr<Drafter> make_heads_drafter(const std::string& heads_path, LmHead& lm_head, const KernelRegistry& registry,
+                                            ThreadPool* threads, int32_t top);
+
 std::unique_ptr<Drafter> make_draft_model_drafter(const std::string& model_path, const KernelRegistry& registry, ThreadPool* threads,
                                                   int32_t k, int64_t target_vocab);
 

@@ -176,7 +176,9 @@ Tensor StepEngine::run(const StepPlan& plan, const SampledRows& sampled) {
   std::vector<Sequence*> masked = constrainer_.masker() ? constrainer_.undrafted(plan, sampled) : std::vector<Sequence*>{};
   std::future<void> masks;
   if (!masked.empty()) masks = std::async(std::launch::async, [this, &masked] { constrainer_.fill(masked); });
-  Tensor logits = runner_.forward(plan, sampled.rows);
+  const bool keep_hidden = speculator_ && speculator_->reads_hidden();
+  step_hidden_ = Tensor();
+  Tensor logits = runner_.forward(plan, sampled.rows, keep_hidden ? &step_hidden_ : nullptr);
   if (masks.valid()) {
     try {
       masks.get();

@@ -109,6 +109,7 @@ class StepEngine : private SequenceEnds {
   void postprocess(const StepPlan& plan, const SampledRows& sampled, const Tensor& logits, double now);
   void advance(const StepPlan::Entry& e, const float* row, int64_t vocab, double now);
   void emit(Sequence* s, int tok, double now, const float* row, int64_t vocab);
+  void keep_hidden(Sequence* s, int64_t token);
   // The engine thread's loop around the step, and what frames it.
   void loop();
   void admit_arrivals(RequestQueue::Arrivals& arrivals);
@@ -130,6 +131,7 @@ class StepEngine : private SequenceEnds {
   Constrainer constrainer_;
   StepPlanner planner_;
   std::unique_ptr<Speculator> speculator_;  // with a drafter
+  Tensor step_hidden_;  // this step's final hidden states [tokens, hidden], for a drafter that reads them
   KvEventLog kv_events_;
   int32_t failed_steps_ = 0;  // consecutive steps that failed before running anything
   std::vector<std::unique_ptr<Sequence>> live_;  // every sequence the engine thread holds

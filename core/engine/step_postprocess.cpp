@@ -21,6 +21,7 @@ void StepEngine::postprocess(const StepPlan& plan, const SampledRows& sampled, c
     if (s->finished()) continue;  // its masks failed
     if (s->drafts.empty()) {
       advance(plan.entries[i], rows, V, now);
+      if (rows) keep_hidden(s, sampled.rows[static_cast<size_t>(sampled.first[i])]);
       continue;
     }
     // Token j was chosen from row from_rows[j] (j for a chain of drafts); a
@@ -29,7 +30,17 @@ void StepEngine::postprocess(const StepPlan& plan, const SampledRows& sampled, c
     std::vector<int64_t> from_rows;
     const std::vector<int32_t> emitted = speculator_->verify(s, rows, V, from_rows);
     for (size_t j = 0; j < emitted.size() && !s->finished(); ++j) emit(s, emitted[j], now, rows + from_rows[j] * V, V);
+    if (!from_rows.empty()) keep_hidden(s, sampled.rows[static_cast<size_t>(sampled.first[i] + from_rows.back())]);
   }
+}
+
+// For a drafter that reads hidden states: the one at the token position
+// (flat in the step) whose logits chose s's last token.
+void StepEngine::keep_hidden(Sequence* s, int64_t token) {
+  if (!step_hidden_.defined() || s->finished()) return;
+  const int64_t H = step_hidden_.dim(1);
+  const float* h = step_hidden_.data<float>() + token * H;
+  s->hidden.assign(h, h + H);
 }
 
 // A plain step of one sequence: its KV is now computed; a complete prompt

@@ -87,6 +87,17 @@ ComponentRegistry ComponentRegistry::with_builtins() {
   draft.options = {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "draft model (.onnx), relative to the manifest"},
                    OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step"}};
   r.add(std::move(draft));
+  // Medusa-style heads read the target's hidden states and score with its
+  // LM head, so the engine provides them too.
+  ComponentEntry heads;
+  heads.kind = ComponentKind::Drafter;
+  heads.name = "heads";
+  heads.version = "1.0.0";
+  heads.description = "Medusa-style heads (ONNX, from `python -m switchyard.distill heads`) propose a tree from the target's hidden state";
+  heads.options = {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "heads file (.onnx), relative to the manifest"},
+                   OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step at most (tree depth)"},
+                   OptionSchema{"top", SY_OPTION_INT, std::string("3"), "candidates per head the tree chooses from"}};
+  r.add(std::move(heads));
   return r;
 }
 
@@ -321,6 +332,12 @@ void PluginDrafter::observe(uint64_t seq, const std::vector<int32_t>& proposed, 
     return d_->observe(state_, seq, proposed.data(), parents.empty() ? nullptr : parents.data(), static_cast<int32_t>(proposed.size()),
                        target_next.data());
   });
+}
+
+bool PluginDrafter::reads_hidden() const { return SY_HAS_FIELD(d_, sy_drafter_desc, hidden_state) && d_->hidden_state; }
+
+void PluginDrafter::hidden_state(uint64_t seq, const float* hidden, int64_t size) {
+  call("drafter hidden_state", [&] { return d_->hidden_state(state_, seq, hidden, static_cast<int32_t>(size)); });
 }
 
 void PluginDrafter::accepted(uint64_t seq, int32_t proposed, int32_t accepted_count) {

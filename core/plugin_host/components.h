@@ -184,6 +184,9 @@ class PluginDrafter : PluginComponent<sy_drafter_desc> {
   bool observes() const;
   void observe(uint64_t seq, const std::vector<int32_t>& proposed, const std::vector<int32_t>& parents,
                const std::vector<int32_t>& target_next);
+  // 1.10: whether it reads the target's hidden states, and one of them.
+  bool reads_hidden() const;
+  void hidden_state(uint64_t seq, const float* hidden, int64_t size);
   void accepted(uint64_t seq, int32_t proposed, int32_t accepted);
   void release(uint64_t seq);
   using PluginComponent::label;

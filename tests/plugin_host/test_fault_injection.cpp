@@ -120,6 +120,32 @@ TEST(FaultInjection, MalformedDraftTreesAreDroppedNamingTheFault) {
   }
 }
 
+// A drafter that reads hidden states (ABI 1.10) gets the target's, of the
+// model's hidden size (stories260K: 64), before it proposes; a failing or
+// mismatched hidden_state fails that drafter's sequences with its message.
+TEST(FaultInjection, AHiddenStateDrafterGetsTheTargetsAndItsFailuresNameIt) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases{
+      {{}, ""},
+      {{{"hidden", "65"}}, "hidden-drafter: a hidden state of 64 values, expected 65"},
+      {{{"fail_in", "hidden_state"}, {"after", "3"}}, "hidden-drafter hidden_state: injected failure 1"}};
+  for (const auto& [options, message] : cases) {
+    EngineConfig c = test::paged_config("stories260K", "paged", {{"block_size", "16"}});
+    c.plugins.push_back(PluginSpec{SY_FAULT_PLUGIN, std::nullopt, "test"});
+    test::set_drafter(c, "hidden-drafter", options);
+    auto s = Session::create(c);
+    std::future<GenerationResult> f;
+    s->step_engine()->submit(greedy(kPromptA, 16), {}, &f);
+    const GenerationResult r = f.get();
+    if (message.empty()) {
+      EXPECT_EQ(r.tokens, healthy(kPromptA, 16));
+      EXPECT_GT(s->step_engine()->metrics().spec_draft_tokens, 0);
+    } else {
+      EXPECT_EQ(r.finish_reason, FinishReason::Error) << message;
+      EXPECT_NE(r.error.find(message), std::string::npos) << r.error;
+    }
+  }
+}
+
 TEST(FaultInjection, SlowKernelTimesOutTheImpatientRequestAndTheOthersFinishExactly) {
   auto s = Session::create(with_faults({{"delay_ms", "5"}}));  // >= 5 ms per step
   auto* engine = s->step_engine();

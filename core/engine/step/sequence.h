@@ -36,6 +36,9 @@ struct Sequence {
   // A tree of drafts (1.9): draft i follows draft draft_parents[i], or the
   // last token for -1. Empty: the drafts are a chain.
   std::vector<int32_t> draft_parents;
+  // The target's final hidden state at the position whose logits chose the
+  // last token (kept only for a drafter that reads hidden states).
+  std::vector<float> hidden;
   bool has_drafted = false;                  // the drafter has seen it (its first proposal also catches up on the prompt)
   bool constrained = false;                  // structured output: the token masker began it
   std::vector<uint32_t> masks;               // this step's allowed tokens: a row per sampled position

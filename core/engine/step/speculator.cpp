@@ -70,6 +70,12 @@ void Speculator::propose(StepPlan& plan) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool tree = trees_ && !s->constrained;  // structured output checks chains of drafts
     s->draft_parents.clear();
+    // A drafter that reads hidden states drafts once the target has chosen a
+    // token here (not on a sequence that arrived with its KV computed).
+    if (drafter_.reads_hidden()) {
+      if (s->hidden.empty()) continue;
+      if (!contained(ends_, s, [&] { drafter_.hidden_state(s->id, s->hidden.data(), static_cast<int64_t>(s->hidden.size())); })) continue;
+    }
     if (tree) {
       bool ok = false;
       if (!contained(ends_, s, [&] { ok = take_tree(s, room, max_batch_tokens_ - used, d); })) continue;

@@ -31,6 +31,8 @@ class Speculator {
 
   // Adds drafts to the plan's decode entries (their tokens grow by them).
   void propose(StepPlan& plan);
+  // Whether the step must keep the target's hidden states (Sequence::hidden).
+  bool reads_hidden() const { return drafter_.reads_hidden(); }
   // The forward of `tokens` took `ms`: what the policy weighs drafts against.
   void record_step(int32_t tokens, double ms);
   // The tokens a drafted step emits (the accepted drafts and one more),

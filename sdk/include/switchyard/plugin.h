@@ -90,6 +90,12 @@
  *   1.7  quantized KV caches: SY_DTYPE_FLOAT8E4M3FN, and the row layout of
  *        SY_DTYPE_INT8 / SY_DTYPE_FLOAT8E4M3FN cache storage (SY_KV_ROW_*);
  *        sy_cache_config.model_fingerprint (for KV tiers on disk).
+ *   1.8  cache value rows of their own size: sy_cache_config.value_head_dim
+ *        (latent attention's compressed values).
+ *   1.9  token trees: sy_step_context.token_parents,
+ *        SY_KERNEL_CAP_TOKEN_TREES, sy_drafter_desc.propose_tree and observe.
+ *   1.10 drafters that read the target's hidden states:
+ *        sy_drafter_desc.hidden_state.
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -102,7 +108,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 9
+#define SY_PLUGIN_ABI_MINOR 10
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -807,6 +813,14 @@ typedef struct sy_drafter_desc {
    * Called before accepted(). */
   sy_status (*observe)(void* state, uint64_t seq, const int32_t* proposed, const int32_t* parents, int32_t count,
                        const int32_t* target_next);
+  /* ---- 1.10, optional (NULL: hidden states not wanted): the target's
+   * final hidden state (the LM head's input, hidden_size floats, valid
+   * during the call) at the position whose logits chose seq's last token,
+   * given just before each propose / propose_tree for seq: what Medusa- and
+   * EAGLE-style heads draft from. A drafter that sets it is refused at load
+   * when the target's LM head cannot be split off (the logits-selection
+   * pass names why); hidden_size is the target's, the same every call. */
+  sy_status (*hidden_state)(void* state, uint64_t seq, const float* hidden, int32_t hidden_size);
 } sy_drafter_desc;
 
 /* --------------------------------------------- logits processors (1.4) */
