@@ -35,4 +35,36 @@ sy_api_status sy_engine_embedding_info(sy_engine* engine, char* json, int64_t ca
   });
 }
 
+sy_api_status sy_hidden_states(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity, int32_t* dim) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !ids || num_ids <= 0 || !dim)
+      return fail(SY_API_INVALID_ARGUMENT, "sy_hidden_states: engine, ids (num_ids > 0) and dim are required");
+    int64_t d = 0;
+    const std::vector<float> v = engine->engine->hidden_states(std::vector<int>(ids, ids + num_ids), &d);
+    *dim = static_cast<int32_t>(d);
+    if (!out) return static_cast<sy_api_status>(SY_API_OK);
+    if (capacity < static_cast<int64_t>(v.size()))
+      return fail(SY_API_INVALID_ARGUMENT,
+                  "sy_hidden_states: out holds " + std::to_string(capacity) + " floats; the hidden states have " + std::to_string(v.size()));
+    std::memcpy(out, v.data(), v.size() * sizeof(float));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
+sy_api_status sy_lm_head(sy_engine* engine, const float* rows, int32_t num_rows, int32_t dim, float* out, int64_t capacity, int32_t* vocab) {
+  return guarded([&]() -> sy_api_status {
+    if (!engine || !rows || num_rows <= 0 || dim <= 0 || !vocab)
+      return fail(SY_API_INVALID_ARGUMENT, "sy_lm_head: engine, rows (num_rows > 0, dim > 0) and vocab are required");
+    int64_t v = 0;
+    const std::vector<float> logits = engine->engine->project_hidden(rows, num_rows, dim, &v);
+    *vocab = static_cast<int32_t>(v);
+    if (!out) return static_cast<sy_api_status>(SY_API_OK);
+    if (capacity < static_cast<int64_t>(logits.size()))
+      return fail(SY_API_INVALID_ARGUMENT,
+                  "sy_lm_head: out holds " + std::to_string(capacity) + " floats; the logits have " + std::to_string(logits.size()));
+    std::memcpy(out, logits.data(), logits.size() * sizeof(float));
+    return static_cast<sy_api_status>(SY_API_OK);
+  });
+}
+
 }  // extern "C"

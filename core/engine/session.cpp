@@ -232,11 +232,31 @@ void Session::attach_drafter() {
     std::filesystem::path draft(std::get<std::string>(*o.find("model")));
     if (draft.is_relative() && !config_.manifest_path.empty())
       draft = std::filesystem::path(config_.manifest_path).parent_path() / draft;
-    drafter_instance_ = make_draft_model_drafter(draft.lexically_normal().string(), kernels_, threads_.get(), k, model_->vocab_size());
+    const std::string path = draft.lexically_normal().string();
+    if (e.name == "heads") {
+      SY_CHECK(model_->hidden_states >= 0, e.label() << " drafts from the target's hidden states: " << config_.model
+                                                     << "'s LM head is not one the logits-selection pass can split off "
+                                                        "(a MatMul or quantized MatMul with constant weights)");
+      drafter_instance_ = make_heads_drafter(path, lm_head(), kernels_, threads_.get(), static_cast<int32_t>(int_option("top", 3)));
+    } else {
+      drafter_instance_ = make_draft_model_drafter(path, kernels_, threads_.get(), k, model_->vocab_size());
+    }
   } else {
     drafter_instance_ = make_plugin_drafter(std::make_unique<PluginDrafter>(e, o, host_.get()), model_->vocab_size());
+    SY_CHECK(!drafter_instance_->reads_hidden() || model_->hidden_states >= 0,
+             e.label() << " reads the target's hidden states: " << config_.model
+                       << "'s LM head is not one the logits-selection pass can split off (a MatMul or quantized MatMul with "
+                          "constant weights)");
   }
   step_engine_->set_drafter(drafter_instance_.get(), k, config_.drafter->draft_length == "adaptive");
+}
+
+LmHead& Session::lm_head() {
+  std::call_once(lm_head_once_, [&] { lm_head_ = LmHead::split_off(model_->graph(), kernels_, threads_.get()); });
+  SY_CHECK_KIND(lm_head_, ErrorKind::Unsupported,
+                config_.model << ": the LM head is not split off from the model (it needs the step engine's logits selection and a "
+                                 "MatMul or quantized MatMul head with constant weights)");
+  return *lm_head_;
 }
 
 // No cache manager: the graph as exported, so nothing that needs the step

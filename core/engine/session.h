@@ -4,11 +4,13 @@
 // selected scheduler / cache manager / drafter instances.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/decoder_model.h"
 #include "engine/generator.h"
+#include "engine/lm_head.h"
 #include "engine/step_engine.h"
 #include "manifest/manifest.h"
 #include "plugin_host/plugin_host.h"
@@ -60,6 +62,9 @@ class Session {
   const std::optional<SelectedComponent>& logits_processor() const { return logits_processor_; }
   // Structured output's processor (null without 'logits_processor:').
   TokenMasker* token_masker() const { return token_masker_.get(); }
+  // The model's LM head split off (engine/lm_head.h), made on first use;
+  // throws naming why when the head cannot be split off.
+  LmHead& lm_head();
 
  private:
   Session() = default;
@@ -90,6 +95,8 @@ class Session {
   PreparedGraphReport report_;
   std::optional<ModelFolder> folder_;
   std::unique_ptr<DecoderModel> model_;
+  std::once_flag lm_head_once_;
+  std::unique_ptr<LmHead> lm_head_;  // before the drafter, which may score with it
   std::unique_ptr<PluginCacheManager> cache_manager_;
   std::unique_ptr<PluginScheduler> scheduler_instance_;
   std::unique_ptr<Drafter> drafter_instance_;

@@ -169,6 +169,20 @@ std::vector<float> Engine::embedding(const std::vector<int>& prompt) {
   return out;
 }
 
+std::vector<float> Engine::hidden_states(const std::vector<int>& prompt, int64_t* dim) {
+  const Tensor h = impl_->step_engine("hidden states").prompt_hidden_states(prompt);
+  *dim = h.dim(1);
+  return std::vector<float>(h.data<float>(), h.data<float>() + h.numel());
+}
+
+std::vector<float> Engine::project_hidden(const float* rows, int64_t n, int64_t dim, int64_t* vocab) {
+  SY_CHECK(n > 0 && dim > 0, "LM head: " << n << " rows of " << dim << " values: both must be positive");
+  const Tensor in = Tensor::from<float>(Shape{n, dim}, std::span<const float>(rows, static_cast<size_t>(n * dim)));
+  const Tensor logits = impl_->session->lm_head().project(in);
+  *vocab = logits.dim(1);
+  return std::vector<float>(logits.data<float>(), logits.data<float>() + logits.numel());
+}
+
 bool Engine::has_step_engine() const { return impl_->session->step_engine() != nullptr; }
 
 std::future<GenerationResult> Engine::submit(const GenerationRequest& request, std::function<void(const GenerationResult&)> on_finish) {

@@ -109,6 +109,12 @@ class Engine {
   // step engine and an LM head the logits-selection pass splits off.
   std::vector<float> embedding(const std::vector<int>& prompt);
   const EmbeddingConvention& embedding_convention() const;
+  // Every prompt position's final hidden state (the LM head's input),
+  // [prompt.size() x hidden] row-major, teacher-forced; *dim gets hidden.
+  // And rows of hidden states [n x dim] through the model's own LM head:
+  // logits [n x vocab]. What drafting heads are trained from and score with.
+  std::vector<float> hidden_states(const std::vector<int>& prompt, int64_t* dim);
+  std::vector<float> project_hidden(const float* rows, int64_t n, int64_t dim, int64_t* vocab);
 
   // The asynchronous interface of the step engine (a server's): is there one,
   // submit from any thread, the counters so far. submit throws sy::Error for

@@ -392,6 +392,37 @@ class Engine {
     return nb::ndarray<nb::numpy, float, nb::ndim<2>>(data, {ids.size(), static_cast<size_t>(vocab)}, owner);
   }
 
+  nb::ndarray<nb::numpy, float, nb::ndim<2>> hidden_states(const std::vector<int32_t>& ids) {
+    int32_t dim = 0;
+    check(sy_hidden_states(get(), ids.data(), static_cast<int32_t>(ids.size()), nullptr, 0, &dim));
+    const size_t n = ids.size() * static_cast<size_t>(dim);
+    auto* data = new float[n];
+    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+    sy_api_status s;
+    {
+      nb::gil_scoped_release release;
+      s = sy_hidden_states(get(), ids.data(), static_cast<int32_t>(ids.size()), data, static_cast<int64_t>(n), &dim);
+    }
+    check(s);
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(data, {ids.size(), static_cast<size_t>(dim)}, owner);
+  }
+
+  nb::ndarray<nb::numpy, float, nb::ndim<2>> lm_head(nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> rows) {
+    const auto n = static_cast<int32_t>(rows.shape(0)), dim = static_cast<int32_t>(rows.shape(1));
+    int32_t vocab = 0;
+    check(sy_lm_head(get(), rows.data(), n, dim, nullptr, 0, &vocab));
+    const size_t size = static_cast<size_t>(n) * static_cast<size_t>(vocab);
+    auto* data = new float[size];
+    nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+    sy_api_status s;
+    {
+      nb::gil_scoped_release release;
+      s = sy_lm_head(get(), rows.data(), n, dim, data, static_cast<int64_t>(size), &vocab);
+    }
+    check(s);
+    return nb::ndarray<nb::numpy, float, nb::ndim<2>>(data, {static_cast<size_t>(n), static_cast<size_t>(vocab)}, owner);
+  }
+
   nb::dict metrics() const {
     sy_metrics m{};
     m.struct_size = sizeof m;
@@ -552,6 +583,8 @@ NB_MODULE(_core, m) {
            },
            nb::rv_policy::take_ownership)
       .def("logits", &Engine::logits, "ids"_a)
+      .def("hidden_states", &Engine::hidden_states, "ids"_a)
+      .def("lm_head", &Engine::lm_head, "rows"_a)
       .def("metrics", &Engine::metrics)
       .def("model_name", [](Engine& e) { return std::string(sy_engine_model_name(e.get())); })
       .def("model_path", [](Engine& e) { return std::string(sy_engine_model_path(e.get())); })

@@ -301,6 +301,16 @@ class Engine:
         pass, teacher forcing), written by the engine into the array."""
         return self._e.logits([int(t) for t in ids])
 
+    def hidden_states(self, ids: Sequence[int]) -> np.ndarray:
+        """[len(ids), hidden] float32: every position's final hidden state
+        (the LM head's input), teacher-forced."""
+        return self._e.hidden_states([int(t) for t in ids])
+
+    def lm_head(self, rows: np.ndarray) -> np.ndarray:
+        """Rows [n, hidden] through the model's own LM head: [n, vocab]
+        float32 logits (its weights and quantization)."""
+        return self._e.lm_head(np.ascontiguousarray(rows, dtype=np.float32))
+
     def metrics(self) -> Dict:
         """The engine's counters (queue depth, KV blocks, tokens, ...)."""
         return self._e.metrics()

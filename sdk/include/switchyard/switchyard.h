@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define SY_API_VERSION_MAJOR 1
-#define SY_API_VERSION_MINOR 7
+#define SY_API_VERSION_MINOR 8
 
 #if defined(_WIN32)
 #define SY_API __declspec(dllimport)
@@ -499,6 +499,21 @@ SY_API sy_api_status sy_engine_embedding_info(sy_engine* engine, char* json, int
  * (JSON) as sy_parse_output. */
 SY_API sy_api_status sy_tool_call_constraint(const sy_engine* engine, const char* parser, const char* tools_json, int32_t one_call, char* json,
                                              int64_t capacity, int64_t* length);
+
+/* ---- 1.8 ------------------------------------------------------------ */
+
+/* Every position's final hidden state (the LM head's input), teacher-forced
+ * as sy_logits: num_ids rows of *dim floats, row-major, written to out
+ * (capacity floats); with out NULL, only *dim. Needs what sy_embed needs. */
+SY_API sy_api_status sy_hidden_states(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity,
+                                      int32_t* dim);
+/* Rows of hidden states [num_rows x dim] through the model's own LM head
+ * (its weights and quantization, any soft-capping tail): logits
+ * [num_rows x *vocab] to out (capacity floats); with out NULL, only *vocab.
+ * What Medusa-style drafting heads are trained against and score with.
+ * Fails naming the sizes when dim is not the model's hidden size. */
+SY_API sy_api_status sy_lm_head(sy_engine* engine, const float* rows, int32_t num_rows, int32_t dim, float* out, int64_t capacity,
+                                int32_t* vocab);
 
 #ifdef __cplusplus
 } /* extern "C" */
