@@ -1,0 +1,335 @@
+"""Distillation: drafting heads trained from the target model itself.
+
+    python -m switchyard.distill heads --model MODEL --out heads.onnx
+
+Medusa-style heads: head i maps the target's final hidden state at a
+position (the LM head's input) through one residual block,
+r = h + SiLU(h A_i + c_i), and scores r with the target's own LM head; it
+learns the token i + 1 places past the one the target chooses there. The
+data are the target's own generations (self-distillation: the labels are
+what the target itself writes, so nothing outside the model is needed),
+read back through the engine: `Engine.hidden_states` gives the hidden
+states, `Engine.lm_head` the head's weights (the engine's LM head applied to
+unit rows), whatever the model's format or quantization.
+
+The heads start as the identity (A = 0, c = 0: every head first predicts
+what the target's LM head does) and are trained with Adam on cross-entropy,
+in numpy: no torch needed, small enough for a laptop CPU (SmolLM2-135M:
+three heads of 576 x 576 in about two minutes on two cores). The file is
+ONNX: input `hidden_states` [rows, hidden], output `head_states`
+[rows, heads, hidden], which the engine's built-in `heads` drafter loads
+(`drafter: {name: heads, options: {model: heads.onnx}}`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+# Prompts the heads learn from when none are given: varied requests, none of
+# them the ones benchmarks/spec/make_chat_workload.py measures with.
+DEFAULT_PROMPTS = [
+    "Tell me about the history of the bicycle.",
+    "How does a refrigerator keep food cold?",
+    "Write a poem about the ocean at night.",
+    "What are some healthy breakfast ideas?",
+    "Explain what a computer program is.",
+    "Describe a busy market in a small town.",
+    "How do birds know where to migrate?",
+    "Give me advice for my first day at a new job.",
+    "What is the capital of France, and what is it known for?",
+    "Write a short story about a lost puppy finding its way home.",
+    "Why do leaves change color in autumn?",
+    "How can I save money on groceries?",
+    "Explain the rules of chess briefly.",
+    "What makes a good friend?",
+    "Describe how bread is made.",
+    "What is gravity?",
+    "Write a thank-you note to a teacher.",
+    "How do airplanes stay in the air?",
+    "What are the planets in our solar system?",
+    "Tell me a fun fact about elephants.",
+    "How should I prepare for a job interview?",
+    "Explain what electricity is to a child.",
+    "Write a short dialogue between a cat and a mouse.",
+    "What are the benefits of regular exercise?",
+    "Describe a sunrise in the mountains.",
+    "How do plants grow from seeds?",
+    "What is the difference between a virus and bacteria?",
+    "Give three tips for better sleep.",
+    "Write a story about a dragon who is afraid of fire.",
+    "How does the internet work?",
+    "What is a rainbow and how does it form?",
+    "Explain why we need to drink water.",
+    "Write a short review of an imaginary restaurant.",
+    "How do bees make honey?",
+    "What should I know before adopting a dog?",
+    "Describe your ideal weekend.",
+    "How do volcanoes erupt?",
+    "What are some ways to reduce stress?",
+    "Write a letter to your future self.",
+    "Why is reading important?",
+    "How do you make a paper airplane?",
+    "What is the moon made of?",
+    "Tell me about the life of a honeybee colony.",
+    "Explain how a bank works.",
+    "Write a short mystery story set in a library.",
+    "What are clouds made of?",
+    "How can I become a better writer?",
+    "Describe the sound of rain on a roof.",
+]
+
+# Prompts for a model without a chat template (a story model): openings.
+DEFAULT_OPENINGS = [
+    "Once upon a time", "One day", "There was a little", "Lily and Ben", "The sun was", "Tom had a", "In a small house",
+    "A big dog", "Mom said", "The little bird", "Sara wanted to", "Max was a", "The cat", "It was a sunny day",
+    "Once there was a girl named", "The boy saw", "Tim and his mom", "Anna found a", "The old man", "One night",
+]
+
+
+# ---------------------------------------------------------------- data
+
+
+def generate_data(engine, prompts: Sequence[List[int]], max_tokens: int, temperature: float, samples: int, seed: int,
+                  workers: int) -> List[Tuple[List[int], int]]:
+    """The target's own continuations: (ids, prompt length) per sample."""
+    jobs = [(p, s) for p in prompts for s in range(samples)]
+
+    def run(job):
+        ids, s = job
+        r = engine.generate(ids, max_tokens=max_tokens, temperature=temperature, seed=seed + s)
+        return ids + list(r.token_ids), len(ids)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(run, jobs))
+
+
+def positions(engine, data, heads: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hidden states h_t at every generated position and, per head i, the
+    token at t + 2 + i (-1 past the end): X [n, hidden], Y [n, heads], and
+    which generation each position comes from."""
+    xs, ys, seqs = [], [], []
+    for k, (ids, prompt_len) in enumerate(data):
+        h = engine.hidden_states(ids)  # h[t] chose ids[t + 1]
+        n = len(ids)
+        for t in range(prompt_len - 1, n - 2):
+            xs.append(h[t])
+            ys.append([ids[t + 2 + i] if t + 2 + i < n else -1 for i in range(heads)])
+            seqs.append(k)
+    return np.asarray(xs, dtype=np.float32), np.asarray(ys, dtype=np.int64), np.asarray(seqs, dtype=np.int64)
+
+
+def lm_head_weights(engine, hidden: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The target's LM head as the engine runs it, read through the engine:
+    logits = h W + b. Refused when the head is not affine (a soft-capping
+    tail), which the heads' loss assumes."""
+    b = engine.lm_head(np.zeros((1, hidden), np.float32))[0]
+    w = engine.lm_head(np.eye(hidden, dtype=np.float32)) - b
+    probe = np.random.default_rng(0).standard_normal((4, hidden)).astype(np.float32)
+    got, want = engine.lm_head(probe), probe @ w + b
+    err = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-9))
+    # A quantized head rounds its input rows (a few 1e-3 of the largest
+    # logit); a soft-capping tail bends the large ones far more.
+    if err > 3e-2:
+        raise SystemExit(f"the model's LM head is not affine (relative deviation {err:.2e}): heads cannot be trained against it")
+    return w.astype(np.float32), b.astype(np.float32)
+
+
+# ---------------------------------------------------------------- training
+
+
+def silu(z):
+    return z / (1.0 + np.exp(-z))
+
+
+def head_forward(x, a, c):
+    z = x @ a + c
+    return x + silu(z), z
+
+
+def train_head(x, y, w, b, epochs: int, batch: int, lr: float, rng) -> Tuple[np.ndarray, np.ndarray]:
+    hidden = x.shape[1]
+    a = np.zeros((hidden, hidden), np.float32)
+    c = np.zeros(hidden, np.float32)
+    keep = y >= 0
+    x, y = x[keep], y[keep]
+    m = [np.zeros_like(a), np.zeros_like(c)]
+    v = [np.zeros_like(a), np.zeros_like(c)]
+    step = 0
+    for _ in range(epochs):
+        order = rng.permutation(len(x))
+        for s in range(0, len(x), batch):
+            idx = order[s:s + batch]
+            xb, yb = x[idx], y[idx]
+            r, z = head_forward(xb, a, c)
+            logits = r @ w + b
+            logits -= logits.max(axis=1, keepdims=True)
+            p = np.exp(logits)
+            p /= p.sum(axis=1, keepdims=True)
+            p[np.arange(len(yb)), yb] -= 1.0
+            p /= len(yb)
+            dr = p @ w.T
+            sig = 1.0 / (1.0 + np.exp(-z))
+            dz = dr * (sig * (1.0 + z * (1.0 - sig)))
+            grads = [xb.T @ dz, dz.sum(axis=0)]
+            step += 1
+            for i, (param, g) in enumerate(zip((a, c), grads)):
+                m[i] = 0.9 * m[i] + 0.1 * g
+                v[i] = 0.999 * v[i] + 0.001 * g * g
+                mh, vh = m[i] / (1 - 0.9 ** step), v[i] / (1 - 0.999 ** step)
+                param -= (lr * mh / (np.sqrt(vh) + 1e-8)).astype(np.float32)
+    return a, c
+
+
+def accuracy(x, y, a, c, w, b) -> float:
+    keep = y >= 0
+    if not keep.any():
+        return 0.0
+    r, _ = head_forward(x[keep], a, c)
+    return float(np.mean(np.argmax(r @ w + b, axis=1) == y[keep]))
+
+
+# ---------------------------------------------------------------- the file
+
+
+def write_onnx(path: str, heads: List[Tuple[np.ndarray, np.ndarray]], vocab: int, meta: Dict[str, str]) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    hidden = heads[0][0].shape[0]
+    nodes, inits, rows = [], [], []
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    for i, (a, c) in enumerate(heads):
+        inits += [numpy_helper.from_array(a, f"head{i}.a"), numpy_helper.from_array(c, f"head{i}.c")]
+        nodes += [
+            helper.make_node("MatMul", ["hidden_states", f"head{i}.a"], [f"head{i}.xa"]),
+            helper.make_node("Add", [f"head{i}.xa", f"head{i}.c"], [f"head{i}.z"]),
+            helper.make_node("Sigmoid", [f"head{i}.z"], [f"head{i}.s"]),
+            helper.make_node("Mul", [f"head{i}.z", f"head{i}.s"], [f"head{i}.silu"]),
+            helper.make_node("Add", ["hidden_states", f"head{i}.silu"], [f"head{i}.r"]),
+            helper.make_node("Unsqueeze", [f"head{i}.r", "axis1"], [f"head{i}.row"]),
+        ]
+        rows.append(f"head{i}.row")
+    nodes.append(helper.make_node("Concat", rows, ["head_states"], axis=1))
+    graph = helper.make_graph(
+        nodes, "switchyard_heads",
+        [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT, ["rows", hidden])],
+        [helper.make_tensor_value_info("head_states", TensorProto.FLOAT, ["rows", len(heads), hidden])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="switchyard.distill")
+    model.ir_version = 8
+    meta = dict(meta, **{"switchyard.heads.vocab_size": str(vocab)})
+    for k, v in meta.items():
+        model.metadata_props.add(key=k, value=v)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+# ---------------------------------------------------------------- command
+
+
+def encode_prompts(engine, prompts: Optional[Sequence[str]], chat: Optional[bool]) -> List[List[int]]:
+    """Token ids of the prompts: rendered with the chat template when the
+    model has one (or --chat), else encoded as text; without --prompts, the
+    built-in requests for a chat model and story openings for another."""
+    tok = engine.tokenizer
+    if tok is None:
+        raise SystemExit("the model has no tokenizer: give --tokenizer")
+    if chat is None:
+        try:
+            engine.render_chat([{"role": "user", "content": "hi"}])
+            chat = True
+        except Exception:
+            chat = False
+    if prompts is None:
+        prompts = DEFAULT_PROMPTS if chat else DEFAULT_OPENINGS
+    if chat:
+        return [engine.render_chat([{"role": "user", "content": p}]) for p in prompts]
+    return [tok.encode(p) for p in prompts]
+
+
+def heads_command(a) -> int:
+    from switchyard import Engine
+
+    t0 = time.time()
+    engine = Engine(model=a.model, manifest=a.manifest, profile=a.profile, threads=a.threads, tokenizer=a.tokenizer)
+    prompts = None if a.prompts is None else [l.strip() for l in open(a.prompts, encoding="utf-8") if l.strip()]
+    ids = encode_prompts(engine, prompts, a.chat)
+    ids = ids[:a.max_prompts] if a.max_prompts else ids
+    data = generate_data(engine, ids, a.tokens, a.temperature, a.samples, a.seed, a.workers)
+    t_gen = time.time()
+    x, y, seq_of = positions(engine, data, a.heads)
+    if len(x) == 0:
+        raise SystemExit("the generations are too short to learn from: raise --tokens")
+    w, b = lm_head_weights(engine, x.shape[1])
+    engine.close()
+    t_read = time.time()
+    # Whole generations held out (the last tenth) to measure the heads on.
+    rng = np.random.default_rng(a.seed)
+    held = seq_of >= len(data) - max(1, len(data) // 10) if len(data) >= 4 else np.zeros(len(x), bool)
+    trained = []
+    report = {"model": a.model, "positions": int(len(x)), "held_out": int(held.sum()), "hidden": int(x.shape[1]),
+              "vocab": int(w.shape[1]), "heads": []}
+    zeros = (np.zeros((x.shape[1], x.shape[1]), np.float32), np.zeros(x.shape[1], np.float32))
+    for i in range(a.heads):
+        hx, hy = x[~held], y[~held, i]
+        ai, ci = train_head(hx, hy, w, b, a.epochs, a.batch, a.lr, rng)
+        trained.append((ai, ci))
+        ex, ey = (x[held], y[held, i]) if held.any() else (hx, hy)
+        row = {"head": i + 1, "untrained_top1": accuracy(ex, ey, *zeros, w, b), "top1": accuracy(ex, ey, ai, ci, w, b)}
+        report["heads"].append(row)
+    t_train = time.time()
+    report["seconds"] = {"generate": round(t_gen - t0, 1), "read_back": round(t_read - t_gen, 1), "train": round(t_train - t_read, 1)}
+    meta = {"switchyard.heads.trained_on": os.path.basename(a.model), "switchyard.heads.recipe": json.dumps(
+        {"prompts": len(ids), "samples": a.samples, "tokens": a.tokens, "temperature": a.temperature, "epochs": a.epochs,
+         "lr": a.lr, "batch": a.batch, "seed": a.seed})}
+    write_onnx(a.out, trained, int(w.shape[1]), meta)
+    report["file"] = a.out
+    report["bytes"] = os.path.getsize(a.out)
+    print(f"{len(x)} positions ({report['held_out']} held out) from {len(data)} generations; hidden {x.shape[1]}, vocab {w.shape[1]}")
+    print(f"{'head':>4}  {'predicts':>9}  {'top-1 untrained':>15}  {'top-1 trained':>13}")
+    for r in report["heads"]:
+        print(f"{r['head']:>4}  {'t+' + str(r['head'] + 1):>9}  {r['untrained_top1']:>15.3f}  {r['top1']:>13.3f}")
+    print(f"wrote {a.out} ({report['bytes']} bytes); seconds: {report['seconds']}")
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m switchyard.distill", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    h = sub.add_parser("heads", help="train Medusa-style drafting heads from the model's own generations")
+    h.add_argument("--model", required=True, help="the target model (ONNX, GGUF or a model folder)")
+    h.add_argument("--manifest", default=None, help="engine manifest (default: the built-in default)")
+    h.add_argument("--profile", default=None, help="manifest profile (needs the step engine; default: the manifest's top level)")
+    h.add_argument("--tokenizer", default=None)
+    h.add_argument("--threads", type=int, default=0)
+    h.add_argument("--out", required=True, help="the heads file to write (.onnx)")
+    h.add_argument("--report", default=None, help="write the figures as JSON here")
+    h.add_argument("--heads", type=int, default=3)
+    h.add_argument("--prompts", default=None, help="a text file, one prompt per line (default: a built-in set)")
+    h.add_argument("--chat", dest="chat", action="store_true", default=None, help="render prompts with the chat template")
+    h.add_argument("--no-chat", dest="chat", action="store_false")
+    h.add_argument("--max-prompts", type=int, default=0)
+    h.add_argument("--samples", type=int, default=1, help="generations per prompt")
+    h.add_argument("--tokens", type=int, default=128, help="tokens generated per sample")
+    h.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the continuation verification checks)")
+    h.add_argument("--epochs", type=int, default=3)
+    h.add_argument("--batch", type=int, default=256)
+    h.add_argument("--lr", type=float, default=3e-3)
+    h.add_argument("--seed", type=int, default=0)
+    h.add_argument("--workers", type=int, default=8, help="generations in flight at once")
+    a = ap.parse_args(argv)
+    return heads_command(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
