@@ -615,6 +615,12 @@ struct has_observe<D, std::void_t<decltype(std::declval<D&>().observe(uint64_t{}
                                                                       static_cast<const int32_t*>(nullptr),
                                                                       static_cast<const int32_t*>(nullptr)))>> : std::true_type {};
 
+template <typename D, typename = void>
+struct has_hidden_state : std::false_type {};
+template <typename D>
+struct has_hidden_state<D, std::void_t<decltype(std::declval<D&>().hidden_state(uint64_t{}, static_cast<const float*>(nullptr),
+                                                                                int32_t{}))>> : std::true_type {};
+
 template <typename D>
 struct DrafterTrampolines {
   static sy_status create(void*, const sy_options* o, void** state) {
@@ -643,6 +649,9 @@ struct DrafterTrampolines {
   static sy_status observe(void* state, uint64_t seq, const int32_t* proposed, const int32_t* parents, int32_t count,
                            const int32_t* target_next) {
     return guard([&] { static_cast<D*>(state)->observe(seq, Tokens{proposed, count}, parents, target_next); });
+  }
+  static sy_status hidden_state(void* state, uint64_t seq, const float* hidden, int32_t size) {
+    return guard([&] { static_cast<D*>(state)->hidden_state(seq, hidden, size); });
   }
   static sy_status accepted(void* state, uint64_t seq, int32_t proposed, int32_t accepted_count) {
     return guard([&] { static_cast<D*>(state)->accepted(seq, proposed, accepted_count); });
@@ -918,6 +927,8 @@ class PluginBuilder {
   //   DraftTree propose_tree(uint64_t seq, const Tokens& tokens, int32_t max_nodes);  // 1.9
   //   void observe(uint64_t seq, const Tokens& proposed, const int32_t* parents,       // 1.9: the target's
   //                const int32_t* target_next);                                        // next token at each
+  //   void hidden_state(uint64_t seq, const float* hidden, int32_t size);               // 1.10: the target's, before
+  //                                                                                     // each proposal
   // A drafter that draws its proposals at random defines propose_sampled and
   // writes the distribution proposal i came from to probs[i * vocab_size ...]:
   // verification then accepts more of its drafts (see plugin.h). One that
@@ -935,6 +946,7 @@ class PluginBuilder {
     if constexpr (detail::has_propose_sampled<D>::value) d.propose_sampled = &T::propose_sampled;
     if constexpr (detail::has_propose_tree<D>::value) d.propose_tree = &T::propose_tree;
     if constexpr (detail::has_observe<D>::value) d.observe = &T::observe;
+    if constexpr (detail::has_hidden_state<D>::value) d.hidden_state = &T::hidden_state;
     d.destroy = &T::destroy;
     drafters_.push_back(d);
   }
