@@ -6,8 +6,11 @@
 // stay small (hidden x hidden per head) and always score with the weights,
 // quantization included, that the target itself uses.
 //
-// Interface of the file: input `hidden_states` float [rows, hidden],
-// output `head_states` float [rows, heads, hidden]; metadata
+// Interface of the file: input `hidden_states` float [rows, hidden] and,
+// optionally, `input_ids` int64 [rows] (the token that hidden state chose:
+// the sequence's last token, which heads conditioned on it read beside the
+// hidden state, as EAGLE does); output `head_states` float
+// [rows, heads, hidden]; metadata
 // `switchyard.heads.vocab_size` (optional) names the vocabulary the heads
 // were trained against.
 //
@@ -35,9 +38,11 @@ class HeadsDrafter : public Drafter {
     heads_ = prepare_executor(folder, registry, threads, ModelOptions{}, {}, nullptr);
     const Graph& g = heads_->graph();
     input_ = heads_->input_index("hidden_states");
+    ids_ = heads_->input_index("input_ids");
     output_ = heads_->output_index("head_states");
-    SY_CHECK(input_ >= 0 && output_ >= 0 && g.inputs.size() == 1,
-             path << ": a heads file takes one input `hidden_states` [rows, hidden] and gives `head_states` [rows, heads, hidden]");
+    SY_CHECK(input_ >= 0 && output_ >= 0 && g.inputs.size() == (ids_ >= 0 ? 2u : 1u),
+             path << ": a heads file takes `hidden_states` [rows, hidden] (and optionally `input_ids` [rows]) and gives "
+                     "`head_states` [rows, heads, hidden]");
     const Value& in = g.values[static_cast<size_t>(g.inputs[static_cast<size_t>(input_)])];
     if (in.shape && in.shape->size() == 2 && (*in.shape)[1].is_static()) hidden_ = (*in.shape)[1].value;
     SY_CHECK(hidden_ > 0, path << ": the heads' input `hidden_states` must have a static hidden size ([rows, hidden])");
@@ -65,9 +70,9 @@ class HeadsDrafter : public Drafter {
     st.scored = false;
   }
 
-  std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>&, int32_t k, const SamplingParams&,
+  std::vector<int32_t> propose(uint64_t seq, const std::vector<int32_t>& tokens, int32_t k, const SamplingParams&,
                                std::vector<std::vector<double>>*) override {
-    const State* st = scored(seq);
+    const State* st = scored(seq, tokens);
     std::vector<int32_t> out;
     if (!st) return out;
     for (int32_t i = 0; i < std::min<int32_t>(k, static_cast<int32_t>(st->candidates.size())); ++i)
@@ -76,9 +81,9 @@ class HeadsDrafter : public Drafter {
   }
 
   bool proposes_trees() const override { return true; }
-  DraftTreeProposal propose_tree(uint64_t seq, const std::vector<int32_t>&, int32_t max_nodes) override {
+  DraftTreeProposal propose_tree(uint64_t seq, const std::vector<int32_t>& tokens, int32_t max_nodes) override {
     DraftTreeProposal t;
-    const State* st = scored(seq);
+    const State* st = scored(seq, tokens);
     if (!st || max_nodes <= 0) return t;
     // Open nodes: (path probability, depth, parent node, rank in that head's candidates).
     struct Open {
@@ -116,14 +121,15 @@ class HeadsDrafter : public Drafter {
   };
 
   // The heads run once per hidden state (a chain and a tree from one run).
-  const State* scored(uint64_t seq) {
+  const State* scored(uint64_t seq, const std::vector<int32_t>& tokens) {
     auto it = states_.find(seq);
-    if (it == states_.end() || it->second.hidden.empty()) return nullptr;
+    if (it == states_.end() || it->second.hidden.empty() || tokens.empty()) return nullptr;
     State& st = it->second;
     if (st.scored) return &st;
     const Tensor h = Tensor::from<float>(Shape{1, hidden_}, std::span<const float>(st.hidden));
-    std::vector<Tensor> in(1);
+    std::vector<Tensor> in(ids_ >= 0 ? 2 : 1);
     in[static_cast<size_t>(input_)] = h;
+    if (ids_ >= 0) in[static_cast<size_t>(ids_)] = Tensor::from<int64_t>(Shape{1}, {static_cast<int64_t>(tokens.back())});
     const Tensor rows = heads_->run(in)[static_cast<size_t>(output_)];
     SY_CHECK(rows.rank() == 3 && rows.dim(0) == 1 && rows.dim(2) == hidden_,
              path_ << ": head_states has shape " << rows.shape().str() << ", expected [1, heads, " << hidden_ << "]");
@@ -153,7 +159,7 @@ class HeadsDrafter : public Drafter {
   LmHead& lm_head_;
   int32_t top_;
   std::unique_ptr<Executor> heads_;
-  int input_ = -1, output_ = -1;
+  int input_ = -1, ids_ = -1, output_ = -1;
   int64_t hidden_ = -1;
   std::unordered_map<uint64_t, State> states_;
 };

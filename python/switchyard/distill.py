@@ -4,8 +4,12 @@
 
 Medusa-style heads: head i maps the target's final hidden state at a
 position (the LM head's input) through one residual block,
-r = h + SiLU(h A_i + c_i), and scores r with the target's own LM head; it
-learns the token i + 1 places past the one the target chooses there. The
+r = h + SiLU([h, e] A_i + c_i), and scores r with the target's own LM head;
+it learns the token i + 1 places past the one the target chooses there. e is
+the embedding of that chosen token (as EAGLE feeds it: the head then knows
+what it drafts after; `--condition none` leaves it out, as Medusa does),
+read from the LM head's rows: the input embedding itself when the model ties
+them. The
 data are the target's own generations (self-distillation: the labels are
 what the target itself writes, so nothing outside the model is needed),
 read back through the engine: `Engine.hidden_states` gives the hidden
@@ -15,9 +19,10 @@ unit rows), whatever the model's format or quantization.
 The heads start as the identity (A = 0, c = 0: every head first predicts
 what the target's LM head does) and are trained with Adam on cross-entropy,
 in numpy: no torch needed, small enough for a laptop CPU (SmolLM2-135M:
-three heads of 576 x 576 in about two minutes on two cores). The file is
-ONNX: input `hidden_states` [rows, hidden], output `head_states`
-[rows, heads, hidden], which the engine's built-in `heads` drafter loads
+three heads in a few minutes on two cores). The file is ONNX: inputs
+`hidden_states` [rows, hidden] (and `input_ids` [rows] with conditioning),
+output `head_states` [rows, heads, hidden], which the engine's built-in
+`heads` drafter loads
 (`drafter: {name: heads, options: {model: heads.onnx}}`).
 """
 from __future__ import annotations
@@ -110,19 +115,22 @@ def generate_data(engine, prompts: Sequence[List[int]], max_tokens: int, tempera
         return list(pool.map(run, jobs))
 
 
-def positions(engine, data, heads: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def positions(engine, data, heads: int):
     """Hidden states h_t at every generated position and, per head i, the
-    token at t + 2 + i (-1 past the end): X [n, hidden], Y [n, heads], and
-    which generation each position comes from."""
-    xs, ys, seqs = [], [], []
+    token at t + 2 + i (-1 past the end): X [n, hidden], Y [n, heads],
+    which generation each position comes from, and the token t + 1 that
+    h_t chose (what the drafter knows beside h_t when it drafts)."""
+    xs, ys, seqs, toks = [], [], [], []
     for k, (ids, prompt_len) in enumerate(data):
         h = engine.hidden_states(ids)  # h[t] chose ids[t + 1]
         n = len(ids)
         for t in range(prompt_len - 1, n - 2):
             xs.append(h[t])
+            toks.append(ids[t + 1])
             ys.append([ids[t + 2 + i] if t + 2 + i < n else -1 for i in range(heads)])
             seqs.append(k)
-    return np.asarray(xs, dtype=np.float32), np.asarray(ys, dtype=np.int64), np.asarray(seqs, dtype=np.int64)
+    return (np.asarray(xs, dtype=np.float32), np.asarray(ys, dtype=np.int64), np.asarray(seqs, dtype=np.int64),
+            np.asarray(toks, dtype=np.int64))
 
 
 def lm_head_weights(engine, hidden: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -148,27 +156,34 @@ def silu(z):
     return z / (1.0 + np.exp(-z))
 
 
-def head_forward(x, a, c):
-    z = x @ a + c
-    return x + silu(z), z
+def block_input(h, tok, emb):
+    """The residual block's input: the hidden state, and with token
+    conditioning the embedding of the token it chose beside it."""
+    return h if emb is None else np.concatenate([h, emb[tok]], axis=1)
 
 
-def train_head(x, y, w, b, epochs: int, batch: int, lr: float, rng) -> Tuple[np.ndarray, np.ndarray]:
-    hidden = x.shape[1]
-    a = np.zeros((hidden, hidden), np.float32)
+def head_forward(h, tok, emb, a, c):
+    z = block_input(h, tok, emb) @ a + c
+    return h + silu(z), z
+
+
+def train_head(h, tok, y, emb, w, b, epochs: int, batch: int, lr: float, rng) -> Tuple[np.ndarray, np.ndarray]:
+    hidden = h.shape[1]
+    a = np.zeros((hidden * (1 if emb is None else 2), hidden), np.float32)
     c = np.zeros(hidden, np.float32)
     keep = y >= 0
-    x, y = x[keep], y[keep]
+    h, tok, y = h[keep], tok[keep], y[keep]
     m = [np.zeros_like(a), np.zeros_like(c)]
     v = [np.zeros_like(a), np.zeros_like(c)]
     step = 0
     for _ in range(epochs):
-        order = rng.permutation(len(x))
-        for s in range(0, len(x), batch):
+        order = rng.permutation(len(h))
+        for s in range(0, len(h), batch):
             idx = order[s:s + batch]
-            xb, yb = x[idx], y[idx]
-            r, z = head_forward(xb, a, c)
-            logits = r @ w + b
+            yb = y[idx]
+            u = block_input(h[idx], tok[idx], emb)
+            z = u @ a + c
+            logits = (h[idx] + silu(z)) @ w + b
             logits -= logits.max(axis=1, keepdims=True)
             p = np.exp(logits)
             p /= p.sum(axis=1, keepdims=True)
@@ -177,7 +192,7 @@ def train_head(x, y, w, b, epochs: int, batch: int, lr: float, rng) -> Tuple[np.
             dr = p @ w.T
             sig = 1.0 / (1.0 + np.exp(-z))
             dz = dr * (sig * (1.0 + z * (1.0 - sig)))
-            grads = [xb.T @ dz, dz.sum(axis=0)]
+            grads = [u.T @ dz, dz.sum(axis=0)]
             step += 1
             for i, (param, g) in enumerate(zip((a, c), grads)):
                 m[i] = 0.9 * m[i] + 0.1 * g
@@ -187,28 +202,38 @@ def train_head(x, y, w, b, epochs: int, batch: int, lr: float, rng) -> Tuple[np.
     return a, c
 
 
-def accuracy(x, y, a, c, w, b) -> float:
+def accuracy(h, tok, y, emb, a, c, w, b) -> float:
     keep = y >= 0
     if not keep.any():
         return 0.0
-    r, _ = head_forward(x[keep], a, c)
+    r, _ = head_forward(h[keep], tok[keep], emb, a, c)
     return float(np.mean(np.argmax(r @ w + b, axis=1) == y[keep]))
 
 
 # ---------------------------------------------------------------- the file
 
 
-def write_onnx(path: str, heads: List[Tuple[np.ndarray, np.ndarray]], vocab: int, meta: Dict[str, str]) -> None:
+def write_onnx(path: str, heads: List[Tuple[np.ndarray, np.ndarray]], emb: Optional[np.ndarray], vocab: int,
+               meta: Dict[str, str]) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    hidden = heads[0][0].shape[0]
+    hidden = heads[0][0].shape[1]
     nodes, inits, rows = [], [], []
+    inputs = [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT, ["rows", hidden])]
     inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis1"))
+    block_in = "hidden_states"
+    if emb is not None:
+        # Token conditioning: the chosen token's embedding beside the hidden state.
+        inputs.append(helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["rows"]))
+        inits.append(numpy_helper.from_array(emb, "token_embedding"))
+        nodes += [helper.make_node("Gather", ["token_embedding", "input_ids"], ["token_rows"], axis=0),
+                  helper.make_node("Concat", ["hidden_states", "token_rows"], ["block_in"], axis=1)]
+        block_in = "block_in"
     for i, (a, c) in enumerate(heads):
         inits += [numpy_helper.from_array(a, f"head{i}.a"), numpy_helper.from_array(c, f"head{i}.c")]
         nodes += [
-            helper.make_node("MatMul", ["hidden_states", f"head{i}.a"], [f"head{i}.xa"]),
+            helper.make_node("MatMul", [block_in, f"head{i}.a"], [f"head{i}.xa"]),
             helper.make_node("Add", [f"head{i}.xa", f"head{i}.c"], [f"head{i}.z"]),
             helper.make_node("Sigmoid", [f"head{i}.z"], [f"head{i}.s"]),
             helper.make_node("Mul", [f"head{i}.z", f"head{i}.s"], [f"head{i}.silu"]),
@@ -218,8 +243,7 @@ def write_onnx(path: str, heads: List[Tuple[np.ndarray, np.ndarray]], vocab: int
         rows.append(f"head{i}.row")
     nodes.append(helper.make_node("Concat", rows, ["head_states"], axis=1))
     graph = helper.make_graph(
-        nodes, "switchyard_heads",
-        [helper.make_tensor_value_info("hidden_states", TensorProto.FLOAT, ["rows", hidden])],
+        nodes, "switchyard_heads", inputs,
         [helper.make_tensor_value_info("head_states", TensorProto.FLOAT, ["rows", len(heads), hidden])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="switchyard.distill")
     model.ir_version = 8
@@ -263,7 +287,7 @@ def heads_command(a) -> int:
     ids = ids[:a.max_prompts] if a.max_prompts else ids
     data = generate_data(engine, ids, a.tokens, a.temperature, a.samples, a.seed, a.workers)
     t_gen = time.time()
-    x, y, seq_of = positions(engine, data, a.heads)
+    x, y, seq_of, tok = positions(engine, data, a.heads)
     if len(x) == 0:
         raise SystemExit("the generations are too short to learn from: raise --tokens")
     w, b = lm_head_weights(engine, x.shape[1])
@@ -275,20 +299,25 @@ def heads_command(a) -> int:
     trained = []
     report = {"model": a.model, "positions": int(len(x)), "held_out": int(held.sum()), "hidden": int(x.shape[1]),
               "vocab": int(w.shape[1]), "heads": []}
-    zeros = (np.zeros((x.shape[1], x.shape[1]), np.float32), np.zeros(x.shape[1], np.float32))
+    # The token embedding the heads see beside the hidden state: the LM
+    # head's rows (the input embedding itself for a model that ties them).
+    emb = np.ascontiguousarray(w.T) if a.condition == "token" else None
+    report["condition"] = a.condition
+    hidden = x.shape[1]
+    zeros = (np.zeros((hidden * (1 if emb is None else 2), hidden), np.float32), np.zeros(hidden, np.float32))
     for i in range(a.heads):
-        hx, hy = x[~held], y[~held, i]
-        ai, ci = train_head(hx, hy, w, b, a.epochs, a.batch, a.lr, rng)
+        train = (x[~held], tok[~held], y[~held, i])
+        ai, ci = train_head(train[0], train[1], train[2], emb, w, b, a.epochs, a.batch, a.lr, rng)
         trained.append((ai, ci))
-        ex, ey = (x[held], y[held, i]) if held.any() else (hx, hy)
-        row = {"head": i + 1, "untrained_top1": accuracy(ex, ey, *zeros, w, b), "top1": accuracy(ex, ey, ai, ci, w, b)}
+        ev = (x[held], tok[held], y[held, i]) if held.any() else train
+        row = {"head": i + 1, "untrained_top1": accuracy(*ev, emb, *zeros, w, b), "top1": accuracy(*ev, emb, ai, ci, w, b)}
         report["heads"].append(row)
     t_train = time.time()
     report["seconds"] = {"generate": round(t_gen - t0, 1), "read_back": round(t_read - t_gen, 1), "train": round(t_train - t_read, 1)}
     meta = {"switchyard.heads.trained_on": os.path.basename(a.model), "switchyard.heads.recipe": json.dumps(
         {"prompts": len(ids), "samples": a.samples, "tokens": a.tokens, "temperature": a.temperature, "epochs": a.epochs,
-         "lr": a.lr, "batch": a.batch, "seed": a.seed})}
-    write_onnx(a.out, trained, int(w.shape[1]), meta)
+         "lr": a.lr, "batch": a.batch, "seed": a.seed, "condition": a.condition})}
+    write_onnx(a.out, trained, emb, int(w.shape[1]), meta)
     report["file"] = a.out
     report["bytes"] = os.path.getsize(a.out)
     print(f"{len(x)} positions ({report['held_out']} held out) from {len(data)} generations; hidden {x.shape[1]}, vocab {w.shape[1]}")
@@ -322,6 +351,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     h.add_argument("--samples", type=int, default=1, help="generations per prompt")
     h.add_argument("--tokens", type=int, default=128, help="tokens generated per sample")
     h.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the continuation verification checks)")
+    h.add_argument("--condition", choices=["token", "none"], default="token",
+                   help="token: each head also sees the embedding of the token the hidden state chose (EAGLE's insight); "
+                        "none: the hidden state only (Medusa)")
     h.add_argument("--epochs", type=int, default=3)
     h.add_argument("--batch", type=int, default=256)
     h.add_argument("--lr", type=float, default=3e-3)
