@@ -131,6 +131,45 @@ TEST(Speculative, GreedyOutputsIdenticalOnQuantizedWeights) {
   }
 }
 
+// The LM head split off (what the heads drafter and sy_lm_head score with)
+// is the model's own: the hidden states of a prompt through it give the
+// prompt's logits, on float32, int8 and int4 weights (the quantized head's
+// kernel and packed weights, shared with the model's graph).
+TEST(LmHead, ProjectsHiddenStatesToTheModelsOwnLogitsOnEveryWeightScheme) {
+  const std::vector<int> prompt{1, 403, 407, 261, 378, 429, 260, 354};
+  for (const char* scheme : {"none", "int8", "int4"}) {
+    auto cfg = paged_config("stories260K", "paged", {{"block_size", "16"}});
+    if (std::string(scheme) != "none") {
+      cfg.plugins.push_back(PluginSpec{SY_QUANT_PLUGIN, std::nullopt, "test"});
+      ComponentSelection q{"quantize", {}, "test: passes[0]"};
+      q.options["scheme"] = RawOption{scheme, "test: scheme"};
+      cfg.passes.insert(cfg.passes.begin(), q);
+    }
+    auto s = Session::create(cfg);
+    LmHead& head = s->lm_head();
+    EXPECT_EQ(head.hidden_size(), 64) << scheme;
+    EXPECT_EQ(head.vocab_size(), 512) << scheme;
+    const Tensor hidden = s->step_engine()->prompt_hidden_states(prompt);
+    const Tensor want = s->step_engine()->prompt_logits(prompt);
+    const Tensor got = head.project(hidden);
+    ASSERT_EQ(got.shape().str(), want.shape().str()) << scheme;
+    float worst = 0, largest = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      worst = std::max(worst, std::abs(got.data<float>()[i] - want.data<float>()[i]));
+      largest = std::max(largest, std::abs(want.data<float>()[i]));
+    }
+    EXPECT_LE(worst, 1e-5f * largest) << scheme << ": the split-off head's logits differ from the model's";
+    EXPECT_GT(largest, 1.0f) << scheme;
+    // A row of the wrong size is refused, naming both sizes.
+    try {
+      head.project(Tensor::empty(DType::F32, Shape{1, 65}));
+      ADD_FAILURE() << "a row of 65 values was projected";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("rows of 65 values; the model's hidden size is 64"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // The penalties and filters are part of the distribution the verifier
 // judges drafts against: each position counts the drafts before it as
 // generated, so greedy outputs stay identical with every drafter.
