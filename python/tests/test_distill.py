@@ -78,3 +78,18 @@ def test_heads_of_another_hidden_size_are_refused_naming_both(trained, tmp_path)
     other = str(SHARED / "models" / "llama_mha_tiny_random.onnx")  # hidden 96
     with pytest.raises(switchyard.Error, match="hidden states of 64 values; the target's are 96"):
         switchyard.Engine(manifest=manifest(tmp_path, heads=str(heads), model=other))
+
+
+def test_heads_trained_against_another_vocabulary_are_refused_naming_both(trained, tmp_path):
+    import onnx
+    import switchyard
+
+    heads, _ = trained
+    m = onnx.load(str(heads))
+    for p in m.metadata_props:
+        if p.key == "switchyard.heads.vocab_size":
+            p.value = "1000"
+    other = tmp_path / "other_vocab.onnx"
+    onnx.save(m, str(other))
+    with pytest.raises(switchyard.Error, match="trained against a vocabulary of 1000 tokens; the target's has 512"):
+        switchyard.Engine(manifest=manifest(tmp_path, heads=str(other)))
