@@ -78,26 +78,25 @@ ComponentRegistry ComponentRegistry::with_builtins() {
   add_builtin("cse", "merge equal constants and equal nodes", make_cse_pass);
   add_builtin("identity-elimination", "drop nodes that return their input", make_identity_elimination_pass);
   add_builtin("dead-node-elimination", "drop nodes nothing reads", make_dead_node_elimination_pass);
+  auto add_drafter = [&](const std::string& name, const std::string& desc, std::vector<OptionSchema> options) {
+    ComponentEntry e;
+    e.kind = ComponentKind::Drafter;
+    e.name = name;
+    e.version = "1.0.0";
+    e.description = desc;
+    e.options = std::move(options);
+    r.add(std::move(e));
+  };
   // The draft-model drafter runs a second model, so the engine provides it.
-  ComponentEntry draft;
-  draft.kind = ComponentKind::Drafter;
-  draft.name = "draft-model";
-  draft.version = "1.0.0";
-  draft.description = "a second decoder model (smaller, or the same under other settings) proposes k tokens";
-  draft.options = {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "draft model (.onnx), relative to the manifest"},
-                   OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step"}};
-  r.add(std::move(draft));
+  add_drafter("draft-model", "a second decoder model (smaller, or the same under other settings) proposes k tokens",
+              {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "draft model (.onnx), relative to the manifest"},
+               OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step"}});
   // Medusa-style heads read the target's hidden states and score with its
   // LM head, so the engine provides them too.
-  ComponentEntry heads;
-  heads.kind = ComponentKind::Drafter;
-  heads.name = "heads";
-  heads.version = "1.0.0";
-  heads.description = "Medusa-style heads (ONNX, from `python -m switchyard.distill heads`) propose a tree from the target's hidden state";
-  heads.options = {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "heads file (.onnx), relative to the manifest"},
-                   OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step at most (tree depth)"},
-                   OptionSchema{"top", SY_OPTION_INT, std::string("3"), "candidates per head the tree chooses from"}};
-  r.add(std::move(heads));
+  add_drafter("heads", "Medusa-style heads (ONNX, from `python -m switchyard.distill heads`) propose a tree from the target's hidden state",
+              {OptionSchema{"model", SY_OPTION_STRING, std::nullopt, "heads file (.onnx), relative to the manifest"},
+               OptionSchema{"k", SY_OPTION_INT, std::string("4"), "tokens proposed per step at most (tree depth)"},
+               OptionSchema{"top", SY_OPTION_INT, std::string("3"), "candidates per head the tree chooses from"}});
   return r;
 }
 
