@@ -7,6 +7,19 @@
 
 using namespace sy::api;
 
+namespace {
+// Floats to a caller's buffer: with out NULL nothing (the caller asked for the
+// size only), else all of them or an error naming the call and both sizes.
+sy_api_status copy_floats(const char* call, const char* what, const std::vector<float>& v, float* out, int64_t capacity) {
+  if (!out) return static_cast<sy_api_status>(SY_API_OK);
+  if (capacity < static_cast<int64_t>(v.size()))
+    return fail(SY_API_INVALID_ARGUMENT, std::string(call) + ": out holds " + std::to_string(capacity) + " floats; " + what + " " +
+                                             std::to_string(v.size()));
+  std::memcpy(out, v.data(), v.size() * sizeof(float));
+  return static_cast<sy_api_status>(SY_API_OK);
+}
+}  // namespace
+
 extern "C" {
 
 sy_api_status sy_embed(sy_engine* engine, const int32_t* ids, int32_t num_ids, float* out, int64_t capacity, int32_t* dim) {
@@ -14,11 +27,7 @@ sy_api_status sy_embed(sy_engine* engine, const int32_t* ids, int32_t num_ids, f
     if (!engine || !ids || num_ids <= 0 || !dim) return fail(SY_API_INVALID_ARGUMENT, "sy_embed: engine, ids (num_ids > 0) and dim are required");
     const std::vector<float> v = engine->engine->embedding(std::vector<int>(ids, ids + num_ids));
     *dim = static_cast<int32_t>(v.size());
-    if (!out) return static_cast<sy_api_status>(SY_API_OK);
-    if (capacity < static_cast<int64_t>(v.size()))
-      return fail(SY_API_INVALID_ARGUMENT, "sy_embed: out holds " + std::to_string(capacity) + " floats; the embedding has " + std::to_string(v.size()));
-    std::memcpy(out, v.data(), v.size() * sizeof(float));
-    return static_cast<sy_api_status>(SY_API_OK);
+    return copy_floats("sy_embed", "the embedding has", v, out, capacity);
   });
 }
 
@@ -42,12 +51,7 @@ sy_api_status sy_hidden_states(sy_engine* engine, const int32_t* ids, int32_t nu
     int64_t d = 0;
     const std::vector<float> v = engine->engine->hidden_states(std::vector<int>(ids, ids + num_ids), &d);
     *dim = static_cast<int32_t>(d);
-    if (!out) return static_cast<sy_api_status>(SY_API_OK);
-    if (capacity < static_cast<int64_t>(v.size()))
-      return fail(SY_API_INVALID_ARGUMENT,
-                  "sy_hidden_states: out holds " + std::to_string(capacity) + " floats; the hidden states have " + std::to_string(v.size()));
-    std::memcpy(out, v.data(), v.size() * sizeof(float));
-    return static_cast<sy_api_status>(SY_API_OK);
+    return copy_floats("sy_hidden_states", "the hidden states have", v, out, capacity);
   });
 }
 
@@ -58,12 +62,7 @@ sy_api_status sy_lm_head(sy_engine* engine, const float* rows, int32_t num_rows,
     int64_t v = 0;
     const std::vector<float> logits = engine->engine->project_hidden(rows, num_rows, dim, &v);
     *vocab = static_cast<int32_t>(v);
-    if (!out) return static_cast<sy_api_status>(SY_API_OK);
-    if (capacity < static_cast<int64_t>(logits.size()))
-      return fail(SY_API_INVALID_ARGUMENT,
-                  "sy_lm_head: out holds " + std::to_string(capacity) + " floats; the logits have " + std::to_string(logits.size()));
-    std::memcpy(out, logits.data(), logits.size() * sizeof(float));
-    return static_cast<sy_api_status>(SY_API_OK);
+    return copy_floats("sy_lm_head", "the logits have", logits, out, capacity);
   });
 }
 
