@@ -69,6 +69,12 @@ class Shape {
 // sizes past 1 TiB (a hostile model can ask Expand or ConstantOfShape for anything).
 size_t checked_tensor_bytes(DType dtype, const Shape& shape);
 
+// Host memory for tensors and plugins (free with std::free): `alignment`
+// (a power of two) for small buffers; buffers of 2 MiB or more start on a
+// 2 MiB boundary and are advised onto transparent huge pages. Returns null
+// when out of memory.
+void* host_alloc(size_t bytes, size_t alignment);
+
 class Tensor {
  public:
   Tensor() = default;

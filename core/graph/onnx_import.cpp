@@ -93,6 +93,8 @@ void copy_typed(const Src& field, Dst* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<Dst>(field[static_cast<int>(i)]);
 }
 
+constexpr size_t kHugeCopyBytes = size_t{2} << 20;
+
 // Converts a TensorProto, taking ownership of its raw bytes where it can.
 Tensor convert_tensor(const Ctx& ctx, onnx::TensorProto& t) {
   SY_CHECK(dtype_is_known(t.data_type()) && t.data_type() != onnx::TensorProto::STRING,
@@ -121,10 +123,12 @@ Tensor convert_tensor(const Ctx& ctx, onnx::TensorProto& t) {
     SY_CHECK(t.raw_data().size() == bytes, ctx.label << ": initializer '" << t.name() << "' of shape " << shape.str()
                                                      << " and type " << dtype_name(dt) << " needs " << bytes
                                                      << " bytes but raw_data has " << t.raw_data().size());
-    // Zero copy: the protobuf string's buffer becomes the tensor's storage.
+    // Zero copy: the protobuf string's buffer becomes the tensor's storage,
+    // except for large tensors (weights), copied once into a buffer on huge
+    // pages (Tensor::empty) that decode streams through with fewer TLB misses.
     auto owned = std::make_shared<std::string>(std::move(*t.mutable_raw_data()));
     void* data = owned->data();
-    if (reinterpret_cast<uintptr_t>(data) % std::max<size_t>(dtype_size(dt), 1) != 0) {
+    if (bytes >= kHugeCopyBytes || reinterpret_cast<uintptr_t>(data) % std::max<size_t>(dtype_size(dt), 1) != 0) {
       Tensor copy = Tensor::empty(dt, shape);
       std::memcpy(copy.raw(), owned->data(), bytes);
       return copy;

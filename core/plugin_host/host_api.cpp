@@ -79,8 +79,7 @@ void h_log(int32_t level, const char* message) {
 }
 void* h_alloc(size_t bytes, size_t alignment) {
   if (alignment < sizeof(void*) || (alignment & (alignment - 1))) alignment = 64;
-  size_t n = (bytes + alignment - 1) / alignment * alignment;
-  return std::aligned_alloc(alignment, n ? n : alignment);
+  return host_alloc(bytes, alignment);
 }
 void h_free(void* p) { std::free(p); }
 // The calling session's device for a plugin's device request: only the

@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <map>
 
 #include "engine/session.h"
+#include "graph/onnx_import.h"
 #include "manifest/manifest.h"
 #include "test_support.h"
 
@@ -60,6 +62,66 @@ GenerationRequest greedy(std::vector<int> prompt, int n) {
   r.max_tokens = n;
   r.stop_at_eos = false;
   return r;
+}
+
+// Weights are streamed once per decoded token: a large initializer is moved
+// into a buffer that starts on a 2 MiB boundary (advised onto transparent
+// huge pages), not left in the protobuf string; small ones stay zero-copy.
+TEST(ModelIo, LargeInitializersLandInHugePageAlignedBuffersWithTheirValues) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("add");
+  const int64_t big = (int64_t{3} << 20) / 4 + 5;  // just over 3 MiB of floats
+  auto add_init = [&](const char* name, int64_t n) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(n);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.5f;
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  };
+  add_init("w_big", big);
+  add_init("w_small", 16);
+  for (const char* name : {"w_big", "w_small"}) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type("Identity");
+    n->add_input(name);
+    n->add_output(std::string(name) + "_out");
+    onnx::ValueInfoProto* o = g->add_output();
+    o->set_name(std::string(name) + "_out");
+    o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    o->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(name == std::string("w_big") ? big : 16);
+  }
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  Graph graph = import_onnx_bytes(bytes, "/nonexistent", "add.onnx");
+  const Value& w = graph.values[static_cast<size_t>(*graph.find_value("w_big"))];
+  ASSERT_TRUE(w.constant.has_value());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w.constant->raw()) % (uintptr_t{2} << 20), 0u);
+  const float* v = w.constant->data<float>();
+  for (int64_t i : {int64_t{0}, int64_t{999}, int64_t{1000}, big - 1}) EXPECT_EQ(v[i], static_cast<float>(i % 1000) * 0.5f) << i;
+  const Value& s = graph.values[static_cast<size_t>(*graph.find_value("w_small"))];
+  ASSERT_TRUE(s.constant.has_value());
+  EXPECT_EQ(s.constant->data<float>()[15], 7.5f);
+}
+
+TEST(ModelIo, HostAllocationsOfTwoMibOrMoreStartOnAHugePageBoundary) {
+  for (size_t bytes : {size_t{2} << 20, (size_t{5} << 20) + 3}) {
+    void* p = host_alloc(bytes, 64);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (uintptr_t{2} << 20), 0u) << bytes;
+    std::memset(p, 1, bytes);  // the whole requested size is usable
+    std::free(p);
+  }
+  void* small = host_alloc(100, 256);
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 256, 0u);
+  std::free(small);
+  Tensor t = Tensor::empty(DType::F32, Shape{1 << 20});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % (uintptr_t{2} << 20), 0u);
 }
 
 TEST(ModelIo, OtherSpellingsAndOrdersOfTheKvInputsRunIdentically) {
