@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -24,8 +25,12 @@
 extern "C" void openblas_set_num_threads(int);
 
 namespace {
-// Column split as the engine's: halves at a multiple of 32.
-void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) { sy::bench::two_threads(n, 0, fn, 32); }
+int g_threads = 2;
+// Column split as the engine's: halves at a multiple of 32 (or all on one thread, --threads 1).
+void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (g_threads == 1) return fn(0, n);
+  sy::bench::two_threads(n, 0, fn, 32);
+}
 using sy::bench::best_seconds;
 }  // namespace
 
@@ -33,9 +38,10 @@ int main(int argc, char** argv) {
   std::string out = "bench-small-gemm.json";
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) g_threads = std::atoi(argv[++i]) == 1 ? 1 : 2;
   openblas_set_num_threads(1);
-  const double bw = sy::measure_read_bandwidth_gbs(2);
-  std::printf("few-row fp32 products, 2 threads; measured read bandwidth %.1f GB/s; engine path: %s\n", bw, sy::small_gemm_path());
+  const double bw = sy::measure_read_bandwidth_gbs(g_threads);
+  std::printf("few-row fp32 products, %d thread(s); measured read bandwidth %.1f GB/s; engine path: %s\n", g_threads, bw, sy::small_gemm_path());
   // A 110m-shaped layer's widest matrices and a vocabulary projection.
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{768, 2048}, {2048, 768}, {768, 32000}, {2048, 5632}};
   std::mt19937 rng(1);
@@ -86,6 +92,6 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::ofstream(out) << nlohmann::json{{"read_bandwidth_gbs", bw}, {"engine_path", sy::small_gemm_path()}, {"rows", rows}}.dump(2) << "\n";
+  std::ofstream(out) << nlohmann::json{{"threads", g_threads}, {"read_bandwidth_gbs", bw}, {"engine_path", sy::small_gemm_path()}, {"rows", rows}}.dump(2) << "\n";
   return 0;
 }
