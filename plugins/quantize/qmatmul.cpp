@@ -105,7 +105,7 @@ namespace {
 // Rows -> panels (qmatmul.h): codes and the group scales the VNNI kernels read.
 void to_panels(PackedMatrix& p) {
   p.Np = (p.N + 15) / 16 * 16;
-  std::vector<uint8_t> panel(static_cast<size_t>(p.Np / 16 * p.panel_bytes()), 0);
+  sy::plugin::HostVector<uint8_t> panel(static_cast<size_t>(p.Np / 16 * p.panel_bytes()), 0);
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t k = 0; k < p.Kp; ++k) {
       const int c = p.code(n, k);

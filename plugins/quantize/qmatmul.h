@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "quant_format.h"
+#include "switchyard/plugin.hpp"
 
 namespace sy_quant {
 
@@ -74,7 +75,8 @@ struct PackedMatrix {
   // Scales per row, padded with zeros to cover Kp: the SIMD loops read the
   // scale of every chunk, padding included.
   int64_t group_stride = 0;
-  std::vector<uint8_t> codes;  // N rows of row_bytes()
+  // The codes are the bytes decode streams: in host memory (huge pages).
+  sy::plugin::HostVector<uint8_t> codes;  // N rows of row_bytes()
   std::vector<float> scales;   // [N, group_stride]
   // The same scales at half precision, [N, group_stride], when there are
   // groups and every scale is an fp16 value (the quantize pass makes them

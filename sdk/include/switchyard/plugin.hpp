@@ -24,6 +24,7 @@
 #include <limits>
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <deque>
@@ -96,6 +97,38 @@ inline void check(sy_status s, const char* what) {
 inline void log(int32_t level, const std::string& message) {
   if (host() && host()->log) host()->log(level, message.c_str());
 }
+
+// ------------------------------------------------------------------ memory
+
+// A standard allocator over the host's memory (host->alloc / host->free), for
+// what a plugin keeps for the session's life: repacked weights, tables. The
+// host puts large buffers on huge pages where the system grants them, which
+// matters for weights streamed once per token. Without a host (a plugin's
+// code linked into a test directly) it falls back to aligned_alloc.
+template <typename T>
+struct HostAllocator {
+  using value_type = T;
+  HostAllocator() = default;
+  template <typename U>
+  HostAllocator(const HostAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    if (n > std::numeric_limits<size_t>::max() / sizeof(T)) throw std::bad_alloc();
+    const size_t bytes = std::max<size_t>(n * sizeof(T), 1);
+    void* p = host() ? host()->alloc(bytes, 64) : std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) noexcept {
+    if (host()) host()->free(p);
+    else std::free(p);
+  }
+  template <typename U>
+  bool operator==(const HostAllocator<U>&) const noexcept { return true; }
+};
+
+// A vector in host memory.
+template <typename T>
+using HostVector = std::vector<T, HostAllocator<T>>;
 
 // ------------------------------------------------------------------ vocabulary
 
