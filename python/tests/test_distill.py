@@ -19,7 +19,8 @@ def manifest(tmp_path, heads=None, model=MODEL):
             f"  - {plugins}/attention/libswitchyard_attention.so\n  - {plugins}/cache/libswitchyard_cache.so\n"
             "passes: [attention-fusion]\ncache: {name: paged, options: {block_size: 16, budget_mb: 64}}\n")
     if heads:
-        text += f"drafter: {{name: heads, options: {{model: {heads}, k: 3, top: 3}}}}\n"
+        # Fixed-length drafts: the adaptive policy may decline every draft on a slow (sanitized) build.
+        text += f"drafter: {{name: heads, draft_length: fixed, options: {{model: {heads}, k: 3, top: 3}}}}\n"
     path = tmp_path / ("heads.yaml" if heads else "plain.yaml")
     path.write_text(text)
     return str(path)
