@@ -41,23 +41,18 @@ size_t checked_bytes(DType dtype, const Shape& shape) {
 
 size_t checked_tensor_bytes(DType dtype, const Shape& shape) { return checked_bytes(dtype, shape); }
 
-namespace {
 // Large buffers (weights, KV pools, big activations) start on a 2 MiB
 // boundary and ask for transparent huge pages where the kernel grants them
 // only on request (THP "madvise" mode): a decode step streams every weight
 // once, and with 4 KiB pages a 400 MB model is 100k TLB entries re-walked
 // each token. Small buffers keep the cache-line alignment.
-constexpr size_t kHugePage = size_t{2} << 20;
-
-}  // namespace
-
 void* host_alloc(size_t bytes, size_t alignment) {
-  const size_t align = bytes >= kHugePage ? kHugePage : std::max(alignment, kAlign);
+  const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : std::max(alignment, kAlign);
   size_t n = (bytes + align - 1) / align * align;
   if (n == 0) n = align;
   void* p = std::aligned_alloc(align, n);
 #ifdef MADV_HUGEPAGE
-  if (p && align == kHugePage) madvise(p, n, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
+  if (p && align == kHugePageBytes) madvise(p, n, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
 #endif
   return p;
 }

@@ -69,6 +69,9 @@ class Shape {
 // sizes past 1 TiB (a hostile model can ask Expand or ConstantOfShape for anything).
 size_t checked_tensor_bytes(DType dtype, const Shape& shape);
 
+// The size from which host buffers go on huge pages (host_alloc).
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
 // Host memory for tensors and plugins (free with std::free): `alignment`
 // (a power of two) for small buffers; buffers of 2 MiB or more start on a
 // 2 MiB boundary and are advised onto transparent huge pages. Returns null

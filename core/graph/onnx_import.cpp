@@ -93,8 +93,6 @@ void copy_typed(const Src& field, Dst* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<Dst>(field[static_cast<int>(i)]);
 }
 
-constexpr size_t kHugeCopyBytes = size_t{2} << 20;
-
 // Converts a TensorProto, taking ownership of its raw bytes where it can.
 Tensor convert_tensor(const Ctx& ctx, onnx::TensorProto& t) {
   SY_CHECK(dtype_is_known(t.data_type()) && t.data_type() != onnx::TensorProto::STRING,
@@ -128,7 +126,7 @@ Tensor convert_tensor(const Ctx& ctx, onnx::TensorProto& t) {
     // pages (Tensor::empty) that decode streams through with fewer TLB misses.
     auto owned = std::make_shared<std::string>(std::move(*t.mutable_raw_data()));
     void* data = owned->data();
-    if (bytes >= kHugeCopyBytes || reinterpret_cast<uintptr_t>(data) % std::max<size_t>(dtype_size(dt), 1) != 0) {
+    if (bytes >= kHugePageBytes || reinterpret_cast<uintptr_t>(data) % std::max<size_t>(dtype_size(dt), 1) != 0) {
       Tensor copy = Tensor::empty(dt, shape);
       std::memcpy(copy.raw(), owned->data(), bytes);
       return copy;
