@@ -69,6 +69,7 @@ struct Vec {
 #if defined(__x86_64__) && defined(SY_ATTEND_X86)
 namespace attend_avx2 {
 void attend(const AttendTile&, float*);
+void to_halves(const float*, int64_t, uint16_t*);
 }
 namespace attend_avx512 {
 void attend(const AttendTile&, float*);
@@ -150,6 +151,24 @@ const Path& path() {
 }  // namespace
 
 AttendFn attend_fn() { return path().fn; }
+
+namespace {
+void to_halves_generic(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = sy::plugin::f32_to_f16(x[i]);
+}
+}  // namespace
+
+ToHalvesFn to_halves_fn() {
+  // F16C rounds as f32_to_f16 does, so the choice changes no cached bit.
+  static const ToHalvesFn fn = [] {
+#if defined(__x86_64__) && defined(SY_ATTEND_X86)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return attend_avx2::to_halves;
+#endif
+    return to_halves_generic;
+  }();
+  return fn;
+}
 const char* attend_path() { return path().name; }
 
 }  // namespace sy_attention

@@ -101,4 +101,10 @@ AttendFn attend_build(const char* name);
 AttendFn attend_fn();
 const char* attend_path();
 
+// float32 -> float16 rows for the cache (round to nearest even, as
+// sy::plugin::f32_to_f16): F16C where the CPU has it. A decode step writes
+// every layer's new keys and values before its tiles run, on one thread.
+using ToHalvesFn = void (*)(const float* x, int64_t n, uint16_t* out);
+ToHalvesFn to_halves_fn();
+
 }  // namespace sy_attention

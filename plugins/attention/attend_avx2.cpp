@@ -67,4 +67,13 @@ struct Vec {
 
 #include "attend_impl.inc"
 
+// float32 -> float16, 8 at a time, rounding to nearest even like
+// sy::plugin::f32_to_f16 (the same bits for every number; a NaN stays a NaN).
+void to_halves(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) out[i] = sy::plugin::f32_to_f16(x[i]);
+}
+
 }  // namespace sy_attention::attend_avx2

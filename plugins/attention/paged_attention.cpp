@@ -61,9 +61,11 @@ struct CacheRows {
       std::memcpy(dst, src, static_cast<size_t>(D) * sizeof(float));
     } else if (SY_KV_ROW_QUANTIZED(dtype)) {
       sy::plugin::quantize_kv_row(src, D, dtype, dst);
+    } else if (dtype == SY_DTYPE_FLOAT16) {
+      to_halves_fn()(src, D, reinterpret_cast<uint16_t*>(dst));
     } else {
       for (int64_t i = 0; i < D; ++i) {
-        const uint16_t h = dtype == SY_DTYPE_FLOAT16 ? sy::plugin::f32_to_f16(src[i]) : sy::plugin::f32_to_bf16(src[i]);
+        const uint16_t h = sy::plugin::f32_to_bf16(src[i]);
         std::memcpy(dst + 2 * i, &h, 2);
       }
     }

@@ -414,6 +414,31 @@ TEST(KvRows, QuantizedRowsStayWithinHalfAStep) {
   for (int d = 0; d < 16; ++d) EXPECT_EQ(row[static_cast<size_t>(d)], 0);
 }
 
+// The cache's float16 rows: the F16C writer (where this CPU has it) gives
+// the SDK's round-to-nearest-even bits for every class of float (ties,
+// subnormal halves, values that round past the largest half, infinities),
+// at lengths with and without a vector tail.
+TEST(KvRows, HalfRowsRoundAsTheSdkDoes) {
+  std::vector<float> x;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t b = bits(rng);
+    if ((b & 0x7f800000u) == 0x7f800000u) b &= ~0x00400000u, b &= 0xff800000u;  // infinities, not NaN payloads
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    x.push_back(f);
+  }
+  for (float f : {0.f, -0.f, 1.f, 65504.f, 65519.f, 65520.f, 1e-8f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 1.f + 1.f / 2048.f, 1.f + 3.f / 2048.f})
+    for (float s : {1.f, -1.f}) x.push_back(f * s);
+  for (int i = 0; i < 4096; ++i) x.push_back(std::ldexp(static_cast<float>(i) + 0.5f, -24));  // subnormal halves' ties
+  for (size_t n : {x.size(), size_t{5}, size_t{13}}) {
+    std::vector<uint16_t> got(n);
+    to_halves_fn()(x.data(), static_cast<int64_t>(n), got.data());
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sy::plugin::f32_to_f16(x[i])) << "value " << x[i] << " at " << i;
+  }
+}
+
 TEST(Attend, ForcedPathIsRefusedWhenUnknown) {
   EXPECT_EQ(attend_build("sse9"), nullptr);
   EXPECT_NE(attend_build("generic"), nullptr);
