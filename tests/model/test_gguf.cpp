@@ -157,14 +157,20 @@ TEST(Gguf, MalformedFilesAreRefusedNamingTheProblem) {
   EXPECT_HAS(error_of_bytes(bad), "token_embd.weight");
   // Mixtral-style experts under the llama architecture (the key
   // llama.attention.head_count_kv renamed llama.expert_count, its length
-  // prefix with it, bytes appended so the data keeps its place): refused by name.
+  // prefix with it, bytes appended so the data keeps its place) without
+  // the count of experts a token uses: refused naming the missing key.
   bad = good;
   const size_t key_at = find(bad, "llama.attention.head_count_kv");
   const uint64_t len = std::strlen("llama.expert_count");
   std::memcpy(bad.data() + key_at - 8, &len, 8);
   bad.replace(key_at, std::strlen("llama.attention.head_count_kv"), "llama.expert_count");
   bad.append(std::strlen("llama.attention.head_count_kv") - len, '\0');
-  EXPECT_HAS(error_of_bytes(bad), "'llama.expert_count' = 1: mixture-of-experts layers are not supported");
+  EXPECT_HAS(error_of_bytes(bad), "metadata 'llama.expert_used_count' is missing");
+  // A mixture-of-experts file whose layer 0 lacks its stacked down
+  // projections (the tensor's name changed in place): refused naming it.
+  bad = read_bytes((fs::path(test::source_dir()) / "tests/models/real/qwen3moe-gguf/model.gguf").string());
+  bad.replace(find(bad, "blk.0.ffn_down_exps"), std::strlen("blk.0.ffn_down_exps"), "blk.0.ffn_down_expx");
+  EXPECT_HAS(error_of_bytes(bad), "blk.0.ffn_down_exps.weight");
   // A metadata length past the end.
   bad = good;
   const uint64_t huge = uint64_t{1} << 40;
