@@ -187,16 +187,32 @@ class WeightReader {
     SY_CHECK(t.numel() == expect, f_.label() << ": tensor '" << name << "' has " << t.numel() << " elements, expected " << expect);
     return gguf::dequantize(t, f_.read_raw(t));
   }
-  // A stack of E matrices of N rows by K (ggml dims [K, N, E]) as float32
-  // [E][N][K]: every stored type dequantized (the experts' fused op and the
-  // quantize pass take float stacks).
-  std::vector<float> stack(const std::string& name, int64_t E, int64_t N, int64_t K) {
+  // A stack of E matrices of N rows by K (ggml dims [K, N, E]) as one
+  // matrix of E * N rows: the experts' rows one after another, in their
+  // blocks where the type maps onto MatMulNBits' (as matrix() keeps them),
+  // else float32 [E][N][K].
+  Weight stack(const std::string& name, int64_t E, int64_t N, int64_t K) {
     const gguf::TensorInfo& t = f_.tensor(name);
     SY_CHECK(t.dims.size() == 3 && t.dims[0] == K && t.dims[1] == N && t.dims[2] == E,
              f_.label() << ": tensor '" << name << "' should be " << E << " experts of [" << N << " x " << K << "] (dims [" << K << ", " << N
                         << ", " << E << "])");
+    Weight w;
+    w.name = name;
+    w.K = K;
+    w.N = E * N;
+    const std::vector<uint8_t> raw = f_.read_raw(t);
+    if (!options_.dequantize) {
+      gguf::TensorInfo rows = t;  // the same bytes seen as E * N rows
+      rows.dims = {K, E * N};
+      w.q = gguf::to_block_quant(rows, raw);
+      if (w.q) {
+        ++summary_.kept_quantized;
+        return w;
+      }
+    }
+    w.rows = gguf::dequantize(t, raw);
     ++summary_.dequantized;
-    return gguf::dequantize(t, f_.read_raw(t));
+    return w;
   }
   void expect_shape(const Weight& w, int64_t N, int64_t K) const {
     SY_CHECK(w.N == N && w.K == K, f_.label() << ": tensor '" << w.name << "' is [" << w.N << " x " << w.K << "] (rows x row length), the "
@@ -333,6 +349,7 @@ class DecoderBuilder {
     };
     opset("", 17);
     if (summary_.kept_quantized > 0) opset("com.microsoft", 1);
+    if (expert_ops_) opset("switchyard", 1);
     auto meta = [&](const std::string& k, const std::string& v) {
       auto* p = m.add_metadata_props();
       p->set_key(k);
@@ -654,7 +671,30 @@ class DecoderBuilder {
     xs = b_.node("Reshape", {xs, b_.ints(p + "/columns", {-1, Dm, 1})}, p + "/Reshape_columns");
     std::string ids = b_.node("Reshape", {chosen, b_.ints(p + "/flat", {-1})}, p + "/Reshape_ids");  // [T * k]
     auto experts = [&](const std::string& name, int64_t N, int64_t K, const std::string& col, const std::string& q) {
-      std::string stack = b_.tensor(w + ".experts." + name, TensorProto::FLOAT, {E, N, K}, w_.stack(blk + "ffn_" + name + "_exps.weight", E, N, K));
+      const std::string init = w + ".experts." + name;
+      Weight st = w_.stack(blk + "ffn_" + name + "_exps.weight", E, N, K);
+      if (st.q) {
+        // Kept in the file's blocks: the quantize plugin's grouped product
+        // over the stacked rows (what its pass makes of ExpertMatMul), so a
+        // large MoE file never exists as float32.
+        const gguf::BlockQuant& bq = *st.q;
+        const int64_t blocks = K / bq.block_size;
+        std::vector<std::string> in{col, ids,
+                                    b_.tensor(init + ".codes", TensorProto::UINT8, {E * N, blocks, bq.block_size * bq.bits / 8}, bq.codes),
+                                    b_.tensor(init + ".scales", TensorProto::FLOAT, {E * N * blocks}, bq.scales)};
+        if (!bq.float_zero_points.empty())
+          in.push_back(b_.tensor(init + ".zero_points", TensorProto::FLOAT, {E * N * blocks}, bq.float_zero_points));
+        std::string y = b_.node("ExpertMatMulNBits", in, q + "/ExpertMatMulNBits", "switchyard");
+        b_.attr_int("K", K);
+        b_.attr_int("N", N);
+        b_.attr_int("bits", bq.bits);
+        b_.attr_int("block_size", bq.block_size);
+        b_.attr_int("experts", E);
+        b_.attr_int("columns", 1);
+        expert_ops_ = true;
+        return y;  // [T * k, N, 1]
+      }
+      std::string stack = b_.tensor(init, TensorProto::FLOAT, {E, N, K}, st.rows);
       std::string picked = b_.node("Gather", {stack, ids}, q + "/Gather");  // [T * k, N, K]
       b_.attr_int("axis", 0);
       return b_.node("MatMul", {picked, col}, q + "/MatMul");  // [T * k, N, 1]
@@ -695,6 +735,7 @@ class DecoderBuilder {
   GgufModelSummary& summary_;
   Hparams h_;
   OnnxBuilder b_;
+  bool expert_ops_ = false;  // a quantized expert stack became switchyard::ExpertMatMulNBits
 };
 
 }  // namespace

@@ -217,5 +217,35 @@ TEST(Gguf, InspectSaysWhatWasKeptQuantized) {
   EXPECT_EQ(j["kernels_used"].count("switchyard-quantize com.microsoft::MatMulNBits"), 0u);
 }
 
+// A mixture of experts stored in Q8_0 keeps its expert stacks in their
+// blocks (ExpertMatMulNBits over the file's codes and scales, never a float
+// copy of the stack), and on the float-activation path gives transformers'
+// logits as closely as the float file does.
+TEST(Gguf, QuantizedExpertStacksStayInTheirBlocks) {
+  ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
+  const char* forced = std::getenv("SWITCHYARD_QUANT_ISA");
+  const std::string keep = forced ? forced : "";
+  ::setenv("SWITCHYARD_QUANT_ISA", __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "scalar", 1);
+  EngineOptions o;
+  o.manifest = SY_DEFAULT_MANIFEST;
+  o.profile = "paged";
+  o.model = real("qwen3moe-gguf-q8_0");
+  auto engine = Engine::open(o);
+  auto j = engine->describe();
+  EXPECT_EQ(j["gguf"]["architecture"], "qwen3moe");
+  EXPECT_EQ(j["gguf"]["kept_quantized"], 15);  // per layer 4 attention matrices and 3 stacks; the head
+  EXPECT_EQ(j["kernels_used"].count("switchyard-quantize switchyard::ExpertMatMulNBits"), 1u) << j["kernels_used"].dump();
+  const auto ref = test::read_json(test::source_dir() + "/tests/models/real/qwen3moe-gguf-q8_0/ref.json");
+  std::vector<int> prompt;
+  for (const auto& t : ref["prompt"]) prompt.push_back(t.get<int>());
+  const auto got = engine->last_logits(prompt);
+  const auto& want = ref["logits"][ref["logits"].size() - 1];
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i].get<double>()));
+  EXPECT_LE(worst, 1e-4);
+  if (forced) ::setenv("SWITCHYARD_QUANT_ISA", keep.c_str(), 1);
+  else ::unsetenv("SWITCHYARD_QUANT_ISA");
+}
+
 }  // namespace
 }  // namespace sy
