@@ -84,6 +84,10 @@ ARCHS = {
     # neither expert size from GGUF: the references pass them (moe_config).
     "qwen3moe": dict(qk_norm=True, head_dim=128, moe=dict(experts=8, used=2, ff=32)),
     "qwen2moe": dict(bias=True, moe=dict(experts=8, used=2, ff=32, shared_ff=48)),
+    # Mixtral as llama.cpp writes it: the llama architecture with experts.
+    # transformers' GGUF loader has no llama with experts: the reference is
+    # its MixtralForCausalLM holding the same weights (mixtral_reference).
+    "mixtral": dict(gguf_arch="llama", moe=dict(experts=8, used=2, ff=32)),
 }
 
 
@@ -103,13 +107,16 @@ def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf: q/k rows for its adja
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_tiny(arch, path, qtype, seed, D=64, FF=128):
+def write_tiny(arch, path, qtype, seed, D=64, FF=128, weights=None):
+    """Writes the file; `weights` (a dict), when given, receives every
+    tensor in Hugging Face's layout (q/k rows before llama.cpp's permutation)."""
     spec = ARCHS[arch]
     rng = np.random.default_rng(seed)
     H, KVH = 4, 2
     hd = spec.get("head_dim", D // H)
     L = spec.get("layers", 2)
-    w = gguf.GGUFWriter(path, arch)
+    garch = spec.get("gguf_arch", arch)
+    w = gguf.GGUFWriter(path, garch)
     w.add_name(f"tiny-{arch}")
     w.add_block_count(L)
     w.add_context_length(256)
@@ -149,6 +156,8 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128):
         return (rng.standard_normal((n, k)) * scale).astype(np.float32)
 
     def put(name, a, matrix=True):
+        if weights is not None and name not in weights:
+            weights[name] = a
         if matrix and qtype is None and spec.get("f16") and a.ndim == 2:
             w.add_tensor(name, a.astype(np.float16))
         elif matrix and qtype is not None:
@@ -164,7 +173,9 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128):
         p = f"blk.{l}."
         put(p + "attn_norm.weight", norm(D), False)
         q, k, v = mat(H * hd, D, 0.2), mat(KVH * hd, D, 0.2), mat(KVH * hd, D, 0.2)
-        if arch == "llama":
+        if garch == "llama":
+            if weights is not None:
+                weights[p + "attn_q.weight"], weights[p + "attn_k.weight"] = q, k
             q, k = permute(q, H), permute(k, KVH)
         if spec.get("fused"):
             put(p + "attn_qkv.weight", np.concatenate([q, k, v], 0))
@@ -204,7 +215,7 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128):
             put(p + "ffn_up.weight", mat(FF, D, 0.2))
         put(p + "ffn_down.weight", mat(D, FF, 0.15))
     put("output_norm.weight", norm(D), False)
-    if arch in ("llama", "qwen3"):
+    if garch in ("llama", "qwen3"):
         put("output.weight", mat(VOCAB, D, 0.3))  # an untied head; the others tie it to the embedding
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -316,6 +327,31 @@ def fuzz_seeds(folder):
         print(f"wrote {folder}/{name}.gguf")
 
 
+def mixtral_reference(weights, L, D=64):
+    """transformers' Mixtral with the weights write_tiny wrote for "mixtral"."""
+    moe = ARCHS["mixtral"]["moe"]
+    c = transformers.MixtralConfig(vocab_size=VOCAB, hidden_size=D, intermediate_size=moe["ff"], num_attention_heads=4,
+                                   num_key_value_heads=2, num_hidden_layers=L, num_local_experts=moe["experts"],
+                                   num_experts_per_tok=moe["used"], rms_norm_eps=1e-5, rope_theta=10000.0,
+                                   max_position_embeddings=256, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+    m = transformers.MixtralForCausalLM(c).eval()
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))  # noqa: E731
+    sd = {"model.embed_tokens.weight": t(weights["token_embd.weight"]), "model.norm.weight": t(weights["output_norm.weight"]),
+          "lm_head.weight": t(weights["output.weight"])}
+    for l in range(L):
+        p, h = f"blk.{l}.", f"model.layers.{l}."
+        sd[h + "input_layernorm.weight"] = t(weights[p + "attn_norm.weight"])
+        sd[h + "post_attention_layernorm.weight"] = t(weights[p + "ffn_norm.weight"])
+        for g, n in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("output", "o_proj")):
+            sd[h + f"self_attn.{n}.weight"] = t(weights[p + f"attn_{g}.weight"])
+        sd[h + "mlp.gate.weight"] = t(weights[p + "ffn_gate_inp.weight"])
+        sd[h + "mlp.experts.gate_up_proj"] = t(np.concatenate([weights[p + "ffn_gate_exps.weight"], weights[p + "ffn_up_exps.weight"]], 1))
+        sd[h + "mlp.experts.down_proj"] = t(weights[p + "ffn_down_exps.weight"])
+    missing, unexpected = m.load_state_dict(sd, strict=False)
+    assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
+    return m
+
+
 def load(folder, name, **config):
     return AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32, **config).eval()
 
@@ -371,9 +407,13 @@ def tiny(out_root, only_archs=None):
             folder = os.path.join(out_root, f"{arch}-gguf{qname}")
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, "model.gguf")
-            write_tiny(arch, path, qtype, seed=sum(map(ord, arch)) + 7)
+            weights = {}
+            write_tiny(arch, path, qtype, seed=sum(map(ord, arch)) + 7, weights=weights)
             try:
-                model = load(folder, "model.gguf", **moe_config(arch))
+                if arch == "mixtral":
+                    model = mixtral_reference(weights, ARCHS[arch].get("layers", 2))
+                else:
+                    model = load(folder, "model.gguf", **moe_config(arch))
             except Exception as e:  # noqa: BLE001 - report and go on with the other families
                 print(f"{arch}{qname}: transformers cannot load it: {e}", file=sys.stderr)
                 continue

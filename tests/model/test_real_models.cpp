@@ -162,7 +162,7 @@ TEST(RealModels, ContinuousBatchingAndSpeculationMatchTheBaseline) {
   int64_t accepted = 0;
   for (const char* m : {"qwen2-torchscript", "mistral-torchscript", "qwen2-genai", "mistral-genai", "gemma2-dynamo", "qwen3-gguf", "gemma3-gguf",
                         "qwen3moe-torchscript", "mixtral-dynamo", "gptoss-dynamo", "deepseekv3-torchscript", "deepseekv3-dynamo",
-                        "glm4moelite-torchscript", "minicpm3-torchscript", "qwen3moe-gguf", "qwen2moe-gguf"}) {
+                        "glm4moelite-torchscript", "minicpm3-torchscript", "qwen3moe-gguf", "qwen2moe-gguf", "mixtral-gguf"}) {
     const auto ref = test::read_json(real_dir() + "/" + m + "/ref.json");
     std::vector<GenerationRequest> batch;
     for (const auto& p : {ints(ref["prompt"]), ints(ref["batch"][0]), ints(ref["batch"][1])}) {
@@ -376,9 +376,9 @@ TEST(RealModels, EveryFamilyAndExportStyleIsPresent) {
   // Latent attention in two more families' code (GLM-4.7-Flash's
   // glm4_moe_lite, MiniCPM3), TorchScript only.
   // GGUF mixtures of experts (tests/generators/gen_gguf_models.py): Qwen3-MoE
-  // float and Q8_0, Qwen2-MoE with its gated shared expert.
+  // float and Q8_0, Qwen2-MoE with its gated shared expert, Mixtral as llama.
   for (const char* m : {"qwen2-fp16", "qwen2-bf16", "llama3-alibi", "glm4moelite-torchscript", "minicpm3-torchscript", "qwen3moe-gguf",
-                        "qwen3moe-gguf-q8_0", "qwen2moe-gguf"})
+                        "qwen3moe-gguf-q8_0", "qwen2moe-gguf", "mixtral-gguf"})
     EXPECT_NE(std::find(models.begin(), models.end(), std::string(m)), models.end()) << m;
   for (const char* arch : {"qwen3moe", "mixtral", "deepseekv3", "gptoss"})
     for (const char* style : {"torchscript", "dynamo"})
