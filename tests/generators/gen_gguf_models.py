@@ -223,10 +223,11 @@ def write_tiny(arch, path, qtype, seed, D=64, FF=128, weights=None):
     w.close()
 
 
-def write_fuzz_seed(path, qtype, spm):
+def write_fuzz_seed(path, qtype, spm, experts=0):
     """A GGUF small enough for the fuzzer (tests/fuzz/corpus/gguf): one llama
     layer of width 32, a 48-token vocabulary (gpt2 BPE, or SentencePiece-style
-    with scores and byte tokens)."""
+    with scores and byte tokens); with `experts`, its feed-forward block a
+    mixture of that many (top 2, hidden 32)."""
     rng = np.random.default_rng(3)
     D, H, KVH, FF, V = 32, 2, 1, 64, 48
     w = gguf.GGUFWriter(path, "llama")
@@ -237,6 +238,10 @@ def write_fuzz_seed(path, qtype, spm):
     w.add_head_count(H)
     w.add_head_count_kv(KVH)
     w.add_layer_norm_rms_eps(1e-5)
+    if experts:
+        w.add_expert_count(experts)
+        w.add_expert_used_count(2)
+        w.add_expert_feed_forward_length(32)
     if spm:
         tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(16)] + ["\u2581", "\u2581a", "\u2581ab", "a", "b", "ab", "c"]
         tokens = [t.encode().decode("unicode_escape") if t.startswith("\\u") else t for t in tokens]
@@ -272,9 +277,16 @@ def write_fuzz_seed(path, qtype, spm):
     put("blk.0.attn_v.weight", f32(D // H * KVH, D))
     put("blk.0.attn_output.weight", f32(D, D))
     put("blk.0.ffn_norm.weight", np.ones(D, np.float32))
-    put("blk.0.ffn_gate.weight", f32(FF, D))
-    put("blk.0.ffn_up.weight", f32(FF, D))
-    put("blk.0.ffn_down.weight", f32(D, FF))
+    if experts:
+        w.add_tensor("blk.0.ffn_gate_inp.weight", f32(experts, D))
+        for name, shape in (("gate", (32, D)), ("up", (32, D)), ("down", (D, 32))):
+            stack = f32(experts, *shape)
+            w.add_tensor(f"blk.0.ffn_{name}_exps.weight", gguf.quants.quantize(stack, qtype) if qtype is not None else stack,
+                         raw_dtype=qtype)
+    else:
+        put("blk.0.ffn_gate.weight", f32(FF, D))
+        put("blk.0.ffn_up.weight", f32(FF, D))
+        put("blk.0.ffn_down.weight", f32(D, FF))
     put("output_norm.weight", np.ones(D, np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -322,8 +334,9 @@ def blocks(folder):
 
 def fuzz_seeds(folder):
     os.makedirs(folder, exist_ok=True)
-    for name, qtype, spm in (("llama-f32-bpe", None, False), ("llama-q4_1-bpe", Q.Q4_1, False), ("llama-q8_0-spm", Q.Q8_0, True)):
-        write_fuzz_seed(os.path.join(folder, name + ".gguf"), qtype, spm)
+    for name, qtype, spm, experts in (("llama-f32-bpe", None, False, 0), ("llama-q4_1-bpe", Q.Q4_1, False, 0),
+                                      ("llama-q8_0-spm", Q.Q8_0, True, 0), ("mixtral-q8_0-bpe", Q.Q8_0, False, 4)):
+        write_fuzz_seed(os.path.join(folder, name + ".gguf"), qtype, spm, experts)
         print(f"wrote {folder}/{name}.gguf")
 
 
