@@ -223,7 +223,10 @@ def gguf_rows(a):
         row["decode_ratio"] = row["switchyard_decode_tps"] / row["llama_cpp_decode_tps"]
         row["prefill_ratio"] = row["switchyard_prefill_tps"] / row["llama_cpp_prefill_tps"]
         row["switchyard_mbu"] = row["switchyard_weight_bytes"] * row["switchyard_decode_tps"] / (bw * 1e9)
-        row["llama_cpp_mbu"] = row["llama_cpp_weight_bytes"] * row["llama_cpp_decode_tps"] / (bw * 1e9)
+        # Both engines read the same file's blocks: a token reads what
+        # Switchyard counts for it (in a mixture of experts, the experts it
+        # selects; llama-bench's model size is the whole file).
+        row["llama_cpp_mbu"] = row["switchyard_weight_bytes"] * row["llama_cpp_decode_tps"] / (bw * 1e9)
         print(f"{row['preset']} t={threads}: decode {row['switchyard_decode_tps']:.1f} vs {row['llama_cpp_decode_tps']:.1f} tok/s "
               f"({row['decode_ratio']:.2f}x), prefill {row['switchyard_prefill_tps']:.1f} vs {row['llama_cpp_prefill_tps']:.1f} "
               f"({row['prefill_ratio']:.2f}x)", flush=True)
