@@ -166,21 +166,7 @@ class WeightReader {
     const gguf::TensorInfo& t = f_.tensor(name);
     SY_CHECK(t.dims.size() == 2 || (t.dims.size() > 2 && t.rows() == t.dims[1]),
              f_.label() << ": tensor '" << name << "' should be a matrix, has " << t.dims.size() << " dims");
-    Weight w;
-    w.name = name;
-    w.K = t.dims[0];
-    w.N = t.dims[1];
-    const std::vector<uint8_t> raw = f_.read_raw(t);
-    if (allow_quantized && !options_.dequantize) {
-      w.q = gguf::to_block_quant(t, raw);
-      if (w.q) {
-        ++summary_.kept_quantized;
-        return w;
-      }
-    }
-    w.rows = gguf::dequantize(t, raw);
-    ++summary_.dequantized;
-    return w;
+    return read(t, t.dims[0], t.dims[1], allow_quantized);
   }
   std::vector<float> vector(const std::string& name, int64_t expect) {
     const gguf::TensorInfo& t = f_.tensor(name);
@@ -196,14 +182,25 @@ class WeightReader {
     SY_CHECK(t.dims.size() == 3 && t.dims[0] == K && t.dims[1] == N && t.dims[2] == E,
              f_.label() << ": tensor '" << name << "' should be " << E << " experts of [" << N << " x " << K << "] (dims [" << K << ", " << N
                         << ", " << E << "])");
+    return read(t, K, E * N, true);
+  }
+  void expect_shape(const Weight& w, int64_t N, int64_t K) const {
+    SY_CHECK(w.N == N && w.K == K, f_.label() << ": tensor '" << w.name << "' is [" << w.N << " x " << w.K << "] (rows x row length), the "
+                                              << "metadata says [" << N << " x " << K << "]");
+  }
+
+ private:
+  // Tensor t as N rows of K (its bytes in row order): in its blocks where
+  // allowed and the type maps onto MatMulNBits', else float32.
+  Weight read(const gguf::TensorInfo& t, int64_t K, int64_t N, bool allow_quantized) {
     Weight w;
-    w.name = name;
+    w.name = t.name;
     w.K = K;
-    w.N = E * N;
+    w.N = N;
     const std::vector<uint8_t> raw = f_.read_raw(t);
-    if (!options_.dequantize) {
-      gguf::TensorInfo rows = t;  // the same bytes seen as E * N rows
-      rows.dims = {K, E * N};
+    if (allow_quantized && !options_.dequantize) {
+      gguf::TensorInfo rows = t;
+      rows.dims = {K, N};
       w.q = gguf::to_block_quant(rows, raw);
       if (w.q) {
         ++summary_.kept_quantized;
@@ -214,12 +211,7 @@ class WeightReader {
     ++summary_.dequantized;
     return w;
   }
-  void expect_shape(const Weight& w, int64_t N, int64_t K) const {
-    SY_CHECK(w.N == N && w.K == K, f_.label() << ": tensor '" << w.name << "' is [" << w.N << " x " << w.K << "] (rows x row length), the "
-                                              << "metadata says [" << N << " x " << K << "]");
-  }
 
- private:
   const gguf::File& f_;
   const GgufModelOptions& options_;
   GgufModelSummary& summary_;
