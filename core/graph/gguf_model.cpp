@@ -671,12 +671,12 @@ class DecoderBuilder {
         // large MoE file never exists as float32.
         const gguf::BlockQuant& bq = *st.q;
         const int64_t blocks = K / bq.block_size;
-        std::vector<std::string> in{col, ids,
+        std::vector<std::string> inputs{col, ids,
                                     b_.tensor(init + ".codes", TensorProto::UINT8, {E * N, blocks, bq.block_size * bq.bits / 8}, bq.codes),
                                     b_.tensor(init + ".scales", TensorProto::FLOAT, {E * N * blocks}, bq.scales)};
         if (!bq.float_zero_points.empty())
-          in.push_back(b_.tensor(init + ".zero_points", TensorProto::FLOAT, {E * N * blocks}, bq.float_zero_points));
-        std::string y = b_.node("ExpertMatMulNBits", in, q + "/ExpertMatMulNBits", "switchyard");
+          inputs.push_back(b_.tensor(init + ".zero_points", TensorProto::FLOAT, {E * N * blocks}, bq.float_zero_points));
+        std::string y = b_.node("ExpertMatMulNBits", inputs, q + "/ExpertMatMulNBits", "switchyard");
         b_.attr_int("K", K);
         b_.attr_int("N", N);
         b_.attr_int("bits", bq.bits);
