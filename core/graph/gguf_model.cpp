@@ -592,7 +592,9 @@ class DecoderBuilder {
     x = b_.node("Add", {x, attn}, p + "/Add");
 
     std::string h2 = rmsnorm(x, blk + "ffn_norm.weight", p + "/post_attention_layernorm_ffn");
-    if (h_.experts > 0) return b_.node("Add", {x, moe(h2, blk, p + "/mlp", w + ".mlp")}, p + "/Add_1");
+    // A layer is a mixture of experts where the file has its router (a
+    // family may keep some layers dense), else a dense block.
+    if (h_.experts > 0 && w_.find(blk + "ffn_gate_inp.weight")) return b_.node("Add", {x, moe(h2, blk, p + "/mlp", w + ".mlp")}, p + "/Add_1");
     Weight gate, up;
     if (!w_.find(blk + "ffn_gate.weight")) {  // Phi-3: gate and up rows in one matrix
       Weight gu = w_.matrix(blk + "ffn_up.weight");
@@ -602,30 +604,21 @@ class DecoderBuilder {
     } else {
       gate = w_.matrix(blk + "ffn_gate.weight");
       up = w_.matrix(blk + "ffn_up.weight");
-      w_.expect_shape(gate, h_.ff, h_.dim);
-      w_.expect_shape(up, h_.ff, h_.dim);
     }
-    std::string a = linear(h2, gate, p + "/mlp/gate_proj", w + ".mlp.gate_proj.weight");
-    std::string act = rules.gemma ? gelu_tanh(a, p + "/mlp/act") : b_.node("Mul", {a, b_.node("Sigmoid", {a}, p + "/mlp/Sigmoid")}, p + "/mlp/Mul_silu");
-    std::string u = linear(h2, up, p + "/mlp/up_proj", w + ".mlp.up_proj.weight");
-    std::string m = b_.node("Mul", {act, u}, p + "/mlp/Mul");
-    Weight down = w_.matrix(blk + "ffn_down.weight");
-    w_.expect_shape(down, h_.dim, h_.ff);
-    std::string y = linear(m, down, p + "/mlp/down_proj", w + ".mlp.down_proj.weight");
+    std::string y = gated_ffn(h2, gate, up, w_.matrix(blk + "ffn_down.weight"), h_.ff, rules.gemma, p + "/mlp", w + ".mlp");
     if (w_.find(blk + "post_ffw_norm.weight")) y = rmsnorm(y, blk + "post_ffw_norm.weight", p + "/post_feedforward_layernorm");
     return b_.node("Add", {x, y}, p + "/Add_1");
   }
 
-  // A gated SiLU feed-forward block over dense matrices (a shared expert).
-  std::string swiglu(const std::string& in, const std::string& blk, const std::string& suffix, int64_t ff, const std::string& p,
-                     const std::string& w) {
-    Weight gate = w_.matrix(blk + "ffn_gate" + suffix + ".weight"), up = w_.matrix(blk + "ffn_up" + suffix + ".weight");
-    Weight down = w_.matrix(blk + "ffn_down" + suffix + ".weight");
+  // down(act(gate(in)) * up(in)) with hidden size ff: SiLU, or Gemma's GELU
+  // (tanh). A dense layer's feed-forward block and Qwen2-MoE's shared expert.
+  std::string gated_ffn(const std::string& in, const Weight& gate, const Weight& up, const Weight& down, int64_t ff, bool gelu,
+                        const std::string& p, const std::string& w) {
     w_.expect_shape(gate, ff, h_.dim);
     w_.expect_shape(up, ff, h_.dim);
     w_.expect_shape(down, h_.dim, ff);
     std::string a = linear(in, gate, p + "/gate_proj", w + ".gate_proj.weight");
-    std::string act = b_.node("Mul", {a, b_.node("Sigmoid", {a}, p + "/Sigmoid")}, p + "/Mul_silu");
+    std::string act = gelu ? gelu_tanh(a, p + "/act") : b_.node("Mul", {a, b_.node("Sigmoid", {a}, p + "/Sigmoid")}, p + "/Mul_silu");
     std::string m = b_.node("Mul", {act, linear(in, up, p + "/up_proj", w + ".up_proj.weight")}, p + "/Mul");
     return linear(m, down, p + "/down_proj", w + ".down_proj.weight");
   }
@@ -701,7 +694,8 @@ class DecoderBuilder {
     b_.attr_int("keepdims", 0);  // [T, D]
     y = b_.node("Reshape", {y, shape_in}, p + "/Reshape_out");
     if (w_.find(blk + "ffn_gate_shexp.weight")) {
-      std::string shared = swiglu(in, blk, "_shexp", h_.shared_ff, p + "/shared_expert", w + ".shared_expert");
+      std::string shared = gated_ffn(in, w_.matrix(blk + "ffn_gate_shexp.weight"), w_.matrix(blk + "ffn_up_shexp.weight"),
+                                     w_.matrix(blk + "ffn_down_shexp.weight"), h_.shared_ff, false, p + "/shared_expert", w + ".shared_expert");
       if (w_.find(blk + "ffn_gate_inp_shexp.weight")) {
         std::vector<float> gw = w_.vector(blk + "ffn_gate_inp_shexp.weight", Dm);
         std::string gate = b_.node("MatMul", {in, b_.tensor(w + ".shared_expert_gate.weight", TensorProto::FLOAT, {Dm, 1}, gw)},

@@ -223,8 +223,11 @@ TEST(Gguf, InspectSaysWhatWasKeptQuantized) {
 // logits as closely as the float file does.
 TEST(Gguf, QuantizedExpertStacksStayInTheirBlocks) {
   ::setenv("SWITCHYARD_PLUGIN_DIR", SY_PLUGIN_DIR, 1);
-  const char* forced = std::getenv("SWITCHYARD_QUANT_ISA");
-  const std::string keep = forced ? forced : "";
+  struct Restore {  // the caller's choice of path, whatever this test does
+    const char* was = std::getenv("SWITCHYARD_QUANT_ISA");
+    std::string keep = was ? was : "";
+    ~Restore() { was ? ::setenv("SWITCHYARD_QUANT_ISA", keep.c_str(), 1) : ::unsetenv("SWITCHYARD_QUANT_ISA"); }
+  } restore;
   ::setenv("SWITCHYARD_QUANT_ISA", __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "scalar", 1);
   EngineOptions o;
   o.manifest = SY_DEFAULT_MANIFEST;
@@ -243,8 +246,6 @@ TEST(Gguf, QuantizedExpertStacksStayInTheirBlocks) {
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i].get<double>()));
   EXPECT_LE(worst, 1e-4);
-  if (forced) ::setenv("SWITCHYARD_QUANT_ISA", keep.c_str(), 1);
-  else ::unsetenv("SWITCHYARD_QUANT_ISA");
 }
 
 }  // namespace
