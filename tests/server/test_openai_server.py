@@ -208,18 +208,25 @@ def test_sixty_four_concurrent_streaming_clients(server):
 
     wave()  # warm up: pools and caches reach their working size
     wait_idle(server)
-    before = rss_kib(server["proc"].pid)
-    results = wave()
-    for p, text in results:
-        assert not isinstance(text, Exception), text
-        assert text == expected[p]
-    m = wait_idle(server)
-    after = rss_kib(server["proc"].pid)
-    print(f"RSS after warm-up {before} KiB, after 64 more streams {after} KiB")
+    rss = [rss_kib(server["proc"].pid)]
+    for _ in range(3):
+        results = wave()
+        for p, text in results:
+            assert not isinstance(text, Exception), text
+            assert text == expected[p]
+        m = wait_idle(server)
+        rss.append(rss_kib(server["proc"].pid))
+    growth = [b - a for a, b in zip(rss, rss[1:])]
+    print(f"RSS after warm-up and each wave of 64 streams {rss} KiB, growth {growth} KiB")
+    # A leak grows the heap by the same amount every wave; a higher peak of
+    # requests in flight (a loaded machine admits them differently) raises it
+    # once and stays (seen under CI's load: +23 MiB in one wave, then under
+    # 1 MiB each). The smallest growth of three waves is what the streams keep:
+    # 8 MiB is 128 KiB a stream.
     # ThreadSanitizer's shadow memory grows with every new thread and access:
     # RSS says nothing about leaks there (LeakSanitizer checks them in the ASan build).
     if not os.environ.get("SWITCHYARD_TSAN"):
-        assert after - before < 16 * 1024, (before, after)
+        assert min(growth) < 8 * 1024, rss
     assert m["switchyard:num_requests_waiting"] == 0
 
 
