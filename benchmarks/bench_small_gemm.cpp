@@ -1,8 +1,10 @@
-// Few-row fp32 products as decode (M = 1) and speculative verification
-// (M = k + 1) run them: the small-GEMM kernel per instruction-set path
-// against OpenBLAS (sgemv at M = 1, sgemm above), on weight matrices larger
-// than the caches, split over two threads as the engine's pool does. The
-// question it answers: does verifying k drafts cost about one decode step?
+// fp32 products as decode (M = 1), speculative verification (M = k + 1),
+// batches and prompts (up to 256 rows) run them: the small-GEMM kernel per
+// instruction-set path against OpenBLAS (sgemv at M = 1, sgemm above), on
+// weight matrices larger than the caches (but the first), split over two
+// threads as the engine's pool does (--threads 1: one). The questions it
+// answers: does verifying k drafts cost about one decode step, and from
+// how many rows do the register tiles beat the one-pass form and OpenBLAS?
 // Prints a table (time, weight GB/s against the measured read bandwidth, and
 // the cost relative to M = 1), writes JSON (--out).
 #include <cblas.h>
@@ -49,8 +51,8 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-12s %-9s %3s %10s %8s %8s %10s\n", "K x N", "path", "M", "us", "GB/s", "of bw", "x M=1");
   for (auto [K, N] : shapes) {
-    std::vector<float> w(static_cast<size_t>(K * N)), x(static_cast<size_t>(sy::kSmallGemmMaxRows * K)),
-        y(static_cast<size_t>(sy::kSmallGemmMaxRows * N));
+    std::vector<float> w(static_cast<size_t>(K * N)), x(static_cast<size_t>(256 * K)),
+        y(static_cast<size_t>(256 * N));
     for (auto& v : w) v = d(rng);
     for (auto& v : x) v = d(rng);
     std::vector<std::pair<std::string, std::function<void(int64_t)>>> paths;
@@ -79,8 +81,10 @@ int main(int argc, char** argv) {
     const double mb = static_cast<double>(K * N) * 4 / 1e6;
     for (auto& [name, run] : paths) {
       double one = 0;
-      for (int64_t M : {1, 2, 4, 7, 8, 12, 16}) {
-        const double s = best_seconds([&] { run(M); }, 15);
+      for (int64_t M : {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128, 256}) {
+        // Past 16 rows only the [K, N] paths that take them in one pass: OpenBLAS's sgemm and the register tiles.
+        if (M > 16 && (name == "generic" || name.ends_with("-nt"))) continue;
+        const double s = best_seconds([&] { run(M); }, M > 16 ? 5 : 15);
         if (M == 1) one = s;
         const double gbs = mb / 1e3 / s;
         char shape[32];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace sy::small_gemm_avx2 {
 
@@ -11,6 +12,9 @@ struct Vec {
   using T = __m256;
   static constexpr int W = 8;
   static constexpr int G = 2;  // 8 broadcasts + 4 weight vectors + accumulators in 16 registers
+  // The register tile of the few-row product (nn_tile): MR rows x NV vectors,
+  // 6 x 2 accumulators + 2 weight vectors + a broadcast in 16 registers.
+  static constexpr int MR = 6, NV = 2;
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float a) { return _mm256_set1_ps(a); }
