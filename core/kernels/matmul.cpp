@@ -1,5 +1,6 @@
-// MatMul and Gemm: products of a few rows (decode, speculative verification)
-// on the small-GEMM kernel, larger ones on OpenBLAS. OpenBLAS runs
+// MatMul and Gemm on the small-GEMM kernel (decode, speculative
+// verification and, on the SIMD builds, prompts: small_gemm_max_rows), the
+// rest on OpenBLAS. OpenBLAS runs
 // single-threaded; large products are split over output columns on the host
 // thread pool instead, so BLAS threads never compete with the engine's.
 #include <cblas.h>
@@ -26,9 +27,9 @@ void gemm(ThreadPool* threads, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     return;
   }
   auto run = [&](int64_t n0, int64_t n1) {
-    if (!ta && M <= kSmallGemmMaxRows) {
-      // Few rows: one pass over the weights for all of them, each row's
-      // result independent of the others (see small_gemm.h).
+    if (!ta && M <= small_gemm_max_rows(tb)) {
+      // One pass over the weights for all rows, each row's result
+      // independent of the others (see small_gemm.h).
       small_gemm(tb, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
       return;
     }

@@ -14,8 +14,16 @@
 
 namespace sy {
 
-// The most rows the small path takes; larger products go to OpenBLAS.
+// The rows every build takes in one pass over the weights: the most a
+// product with B stored [N, K] (tb) or on the generic build takes.
 constexpr int64_t kSmallGemmMaxRows = 16;
+
+// The most rows of a product the small path takes on this CPU (more go to
+// OpenBLAS): any number for B stored [K, N] on the AVX2 and AVX-512 builds,
+// whose register tiles run a prompt's rows faster than OpenBLAS's sgemm
+// (bench_small_gemm), so a prefill, a batch and a decode give a row the
+// same bits; kSmallGemmMaxRows otherwise.
+int64_t small_gemm_max_rows(bool tb);
 
 // C[m, n0:n1] = alpha * (A[m, :] . op(B)[:, n0:n1]) + beta * C[m, n0:n1] for
 // m < M <= kSmallGemmMaxRows. A is M x K row-major (lda); op(B) is K x N:

@@ -113,5 +113,23 @@ TEST(SmallGemm, ARowsResultDoesNotDependOnTheOtherRowsOrTheColumnSplit) {
   }
 }
 
+TEST(SmallGemm, APromptsRowsGetTheirDecodeBits) {
+  EXPECT_EQ(small_gemm_max_rows(true), kSmallGemmMaxRows);
+  if (std::strcmp(small_gemm_path(), "generic") == 0) EXPECT_EQ(small_gemm_max_rows(false), kSmallGemmMaxRows);
+  else EXPECT_GT(small_gemm_max_rows(false), 4096);
+  // A prompt of 259 rows: two full 128-row chunks and three rows, K over
+  // two panels; each row is the bits the same row gets alone.
+  for (auto [name, gemm] : builds()) {
+    if (std::strcmp(name, "generic") == 0) continue;
+    const int64_t rows = 259, N = 150, K = 140;
+    const Problem p = make(rows, N, K, false, 21);
+    const std::vector<float> all = run(gemm, p, rows, p.A.data(), 1.f, 0.f);
+    for (int64_t m = 0; m < rows; ++m) {
+      const std::vector<float> alone = run(gemm, p, 1, p.A.data() + m * K, 1.f, 0.f);
+      ASSERT_EQ(0, std::memcmp(alone.data(), all.data() + m * N, static_cast<size_t>(N) * sizeof(float))) << name << " row " << m;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sy
