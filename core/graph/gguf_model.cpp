@@ -592,9 +592,12 @@ class DecoderBuilder {
     x = b_.node("Add", {x, attn}, p + "/Add");
 
     std::string h2 = rmsnorm(x, blk + "ffn_norm.weight", p + "/post_attention_layernorm_ffn");
-    // A layer is a mixture of experts where the file has its router (a
-    // family may keep some layers dense), else a dense block.
-    if (h_.experts > 0 && w_.find(blk + "ffn_gate_inp.weight")) return b_.node("Add", {x, moe(h2, blk, p + "/mlp", w + ".mlp")}, p + "/Add_1");
+    // A layer is a mixture of experts where the file has its router or its
+    // expert stacks (a family may keep some layers dense), else a dense
+    // block; stacks without a router are refused by moe(), naming it.
+    const bool experts_here = h_.experts > 0 && (w_.find(blk + "ffn_gate_inp.weight") || w_.find(blk + "ffn_up_exps.weight") ||
+                                                 w_.find(blk + "ffn_gate_exps.weight") || w_.find(blk + "ffn_down_exps.weight"));
+    if (experts_here) return b_.node("Add", {x, moe(h2, blk, p + "/mlp", w + ".mlp")}, p + "/Add_1");
     Weight gate, up;
     if (!w_.find(blk + "ffn_gate.weight")) {  // Phi-3: gate and up rows in one matrix
       Weight gu = w_.matrix(blk + "ffn_up.weight");

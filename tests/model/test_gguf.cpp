@@ -171,6 +171,11 @@ TEST(Gguf, MalformedFilesAreRefusedNamingTheProblem) {
   bad = read_bytes((fs::path(test::source_dir()) / "tests/models/real/qwen3moe-gguf/model.gguf").string());
   bad.replace(find(bad, "blk.0.ffn_down_exps"), std::strlen("blk.0.ffn_down_exps"), "blk.0.ffn_down_expx");
   EXPECT_HAS(error_of_bytes(bad), "blk.0.ffn_down_exps.weight");
+  // Its layer 0 without a router: refused naming the router, not taken
+  // for a dense layer (which would name a dense matrix it never had).
+  bad = read_bytes((fs::path(test::source_dir()) / "tests/models/real/qwen3moe-gguf/model.gguf").string());
+  bad.replace(find(bad, "blk.0.ffn_gate_inp"), std::strlen("blk.0.ffn_gate_inp"), "blk.0.ffn_gate_inx");
+  EXPECT_HAS(error_of_bytes(bad), "blk.0.ffn_gate_inp.weight");
   // A metadata length past the end.
   bad = good;
   const uint64_t huge = uint64_t{1} << 40;
