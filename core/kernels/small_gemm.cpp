@@ -70,7 +70,8 @@ void small_gemm(bool tb, int64_t M, int64_t n0, int64_t n1, int64_t K, float alp
 const char* small_gemm_path() { return path().name; }
 
 int64_t small_gemm_max_rows(bool tb) {
-  return tb || std::strcmp(path().name, "generic") == 0 ? kSmallGemmMaxRows : std::numeric_limits<int64_t>::max();
+  static const bool tiles = std::strcmp(path().name, "generic") != 0;  // asked per product: decided once
+  return tb || !tiles ? kSmallGemmMaxRows : std::numeric_limits<int64_t>::max();
 }
 
 }  // namespace sy
