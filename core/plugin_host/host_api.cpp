@@ -1,6 +1,7 @@
 #include "plugin_host/host_api.h"
 
 #include "device/device_registry.h"
+#include "kernels/small_gemm.h"
 #include "passes/graph_eval.h"
 
 #include <cstdio>
@@ -129,6 +130,32 @@ sy_status h_parallel_for(int64_t n, int64_t grain, sy_parallel_fn fn, void* user
   });
 }
 int32_t h_num_threads() { return t_host && t_host->threads ? t_host->threads->size() : 1; }
+
+// ---- the float32 product (1.11)
+
+// The core MatMul's few-row kernel, whatever M: rows go in groups of the
+// most it takes in one call, so each row keeps the bits it has alone.
+sy_status h_matmul_f32(int32_t trans_b, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
+                       const float* B, int64_t ldb, float* C, int64_t ldc) {
+  return host_call([&] {
+    const bool tb = trans_b != 0;
+    SY_CHECK(M >= 0 && K >= 0, "matmul_f32: negative size (M " << M << ", K " << K << ")");
+    SY_CHECK(0 <= n0 && n0 <= n1, "matmul_f32: column range " << n0 << ".." << n1 << " is not a range");
+    if (M == 0 || n0 == n1) return;
+    SY_CHECK(A && B && C, "matmul_f32: a null matrix pointer");
+    SY_CHECK(lda >= K, "matmul_f32: lda " << lda << " is shorter than K " << K);
+    SY_CHECK(ldc >= n1, "matmul_f32: ldc " << ldc << " is shorter than the columns' end " << n1);
+    SY_CHECK(tb ? ldb >= K : ldb >= n1, "matmul_f32: ldb " << ldb << " is shorter than " << (tb ? "K " : "the columns' end ")
+                                                          << (tb ? K : n1));
+    if (K == 0) {
+      for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc + n0, C + m * ldc + n1, 0.f);
+      return;
+    }
+    const int64_t rows = small_gemm_max_rows(tb);
+    for (int64_t m = 0; m < M; m += rows)
+      small_gemm(tb, std::min(rows, M - m), n0, n1, K, 1.f, A + m * lda, lda, B, ldb, 0.f, C + m * ldc, ldc);
+  });
+}
 
 // ---- options
 
@@ -565,6 +592,7 @@ sy_host_api make_table() {
   t.graph_model_info = h_graph_model_info;
   t.graph_evaluate = h_graph_evaluate;
   t.graph_mark_approximate = h_graph_mark_approximate;
+  t.matmul_f32 = h_matmul_f32;
   return t;
 }
 

@@ -112,7 +112,8 @@ SY_FROZEN(sy_host_api_graph_value_role, offsetof(sy_host_api, graph_value_role) 
 SY_FROZEN(sy_host_api_graph_model_info, offsetof(sy_host_api, graph_model_info) == 448);
 SY_FROZEN(sy_host_api_graph_evaluate, offsetof(sy_host_api, graph_evaluate) == 456);
 SY_FROZEN(sy_host_api_graph_mark_approximate, offsetof(sy_host_api, graph_mark_approximate) == 464);
-SY_FROZEN(sy_host_api_size, sizeof(sy_host_api) == 472);
+SY_FROZEN(sy_host_api_matmul_f32, offsetof(sy_host_api, matmul_f32) == 472);
+SY_FROZEN(sy_host_api_size, sizeof(sy_host_api) == 480);
 SY_FROZEN(sy_pass_desc_struct_size, offsetof(sy_pass_desc, struct_size) == 0);
 SY_FROZEN(sy_pass_desc_name, offsetof(sy_pass_desc, name) == 8);
 SY_FROZEN(sy_pass_desc_version, offsetof(sy_pass_desc, version) == 16);

@@ -96,6 +96,7 @@
  *        SY_KERNEL_CAP_TOKEN_TREES, sy_drafter_desc.propose_tree and observe.
  *   1.10 drafters that read the target's hidden states:
  *        sy_drafter_desc.hidden_state.
+ *   1.11 the host's float32 matrix product for kernels: sy_host_api.matmul_f32.
  */
 #ifndef SWITCHYARD_PLUGIN_H_
 #define SWITCHYARD_PLUGIN_H_
@@ -108,7 +109,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1
-#define SY_PLUGIN_ABI_MINOR 10
+#define SY_PLUGIN_ABI_MINOR 11
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
@@ -446,6 +447,22 @@ typedef struct sy_host_api {
    * pooled KV heads): the host's equivalence probe, which otherwise holds
    * every rewrite to the original's outputs, skips it. `reason` is copied. */
   sy_status (*graph_mark_approximate)(sy_graph* g, const char* reason);
+
+  /* ---- 1.11 ---- */
+
+  /* The host's float32 product, on the calling thread (call it inside
+   * parallel_for to split the columns): C[m, n0:n1] = A[m, :] . op(B)[:, n0:n1]
+   * for m < M, C overwritten. A is M x K row-major with row stride lda; op(B)
+   * is K x N: B row-major K x N (ldb >= N) or, with trans_b, B row-major
+   * N x K (ldb >= K); C row-major (ldc >= n1). It is the kernel the core's
+   * MatMul runs (SIMD chosen for the CPU), and a row's result does not
+   * depend on M, n0..n1 or the other rows: a kernel that uses it gives a
+   * token the same bits alone, in a batch and in its prompt, and the same
+   * bits as the core's MatMul on one row. SY_INVALID_ARGUMENT for sizes or
+   * strides that do not fit (last_error says which). Valid anywhere,
+   * inside parallel_for included. */
+  sy_status (*matmul_f32)(int32_t trans_b, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
+                          const float* B, int64_t ldb, float* C, int64_t ldc);
 } sy_host_api;
 
 /* ------------------------------------------------------- component kinds */
