@@ -1,11 +1,18 @@
 // ExpertMatMul on the CPU: the step's entries grouped by expert, one product
-// per selected expert on OpenBLAS (a GEMV for a single row, the decode
-// case), all of them in one parallel region split over (expert, column
-// range) items, so a decode step's k small products share the threads
-// instead of running one after another.
+// per selected expert, all of them in one parallel region split over
+// (expert, column range) items, so a decode step's k small products share
+// the threads instead of running one after another.
+//
+// The products run on the host's float32 kernel (ABI 1.11, matmul_f32): the
+// one the core's MatMul runs, so an expert's rows get the bits the exported
+// graph's per-expert MatMuls give them, and a prompt's or a batch's rows
+// share one pass over the expert's weights on register tiles. A host older
+// than 1.11 has no such function; OpenBLAS (sgemv for one row) runs instead.
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 
 #include "expert_rows.h"
 #include "moe_plugin.h"
@@ -43,6 +50,10 @@ void ExpertMatMulKernel::compute(sy::plugin::KernelIO& io) {
   }
   const int64_t per_expert = (N + chunk - 1) / chunk;
   const float* W = w.data<float>();
+  const sy_host_api* h = sy::plugin::host();
+  const bool host_gemm = SY_HAS_FIELD(h, sy_host_api, matmul_f32);
+  std::atomic<bool> failed{false};
+  std::string failure;  // the first failure's message, written by the thread that failed first
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t e = rows.active[static_cast<size_t>(item / per_expert)];
@@ -52,6 +63,14 @@ void ExpertMatMulKernel::compute(sy::plugin::KernelIO& io) {
       const float* we = W + e * K * N;
       const float* a = xs + r0 * K;
       float* c = ys + r0 * N + n0;
+      if (host_gemm) {  // weight [N, K] (columns) or [K, N]: output columns n0..n1 of every row
+        if (h->matmul_f32(columns_, rc, n0, n1, K, a, K, we, columns_ ? K : N, ys + r0 * N, N) != SY_OK &&
+            !failed.exchange(true)) {
+          const char* why = h->last_error();
+          failure = why ? why : "no message";
+        }
+        continue;
+      }
       const int ik = static_cast<int>(K), in = static_cast<int>(N), inc = static_cast<int>(nc), irc = static_cast<int>(rc);
       if (columns_) {  // weight [N, K]: rows n0..n1 times each x row
         if (rc == 1)
@@ -69,6 +88,7 @@ void ExpertMatMulKernel::compute(sy::plugin::KernelIO& io) {
   const int64_t items = active * per_expert;
   if (items > 1 && threads > 1) io.parallel_for(items, 1, run);
   else run(0, items);
+  if (failed) throw Error(name_ + ": the host's matmul_f32 failed: " + failure, SY_ERROR);
   for (int32_t e : rows.active) scatter_expert_rows(l, rows, e, ys + rows.start[static_cast<size_t>(e)] * l.P * N, y.data<float>());
 }
 
