@@ -26,7 +26,9 @@ constexpr int64_t kSmallGemmMaxRows = 16;
 int64_t small_gemm_max_rows(bool tb);
 
 // C[m, n0:n1] = alpha * (A[m, :] . op(B)[:, n0:n1]) + beta * C[m, n0:n1] for
-// m < M <= kSmallGemmMaxRows. A is M x K row-major (lda); op(B) is K x N:
+// m < M, any M (small_gemm_max_rows says up to where it is the fastest
+// choice; every build runs larger M in groups of rows, each row's result
+// its own). A is M x K row-major (lda); op(B) is K x N:
 // B row-major K x N (ldb), or with tb, B is N x K row-major (ldb). With
 // beta == 0, C is not read.
 void small_gemm(bool tb, int64_t M, int64_t n0, int64_t n1, int64_t K, float alpha, const float* A, int64_t lda, const float* B,

@@ -133,8 +133,8 @@ int32_t h_num_threads() { return t_host && t_host->threads ? t_host->threads->si
 
 // ---- the float32 product (1.11)
 
-// The core MatMul's few-row kernel, whatever M: rows go in groups of the
-// most it takes in one call, so each row keeps the bits it has alone.
+// The core MatMul's few-row kernel, whatever M: it takes any number of
+// rows, each with the bits it has alone (small_gemm.h).
 sy_status h_matmul_f32(int32_t trans_b, int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t lda,
                        const float* B, int64_t ldb, float* C, int64_t ldc) {
   return host_call([&] {
@@ -151,9 +151,7 @@ sy_status h_matmul_f32(int32_t trans_b, int64_t M, int64_t n0, int64_t n1, int64
       for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc + n0, C + m * ldc + n1, 0.f);
       return;
     }
-    const int64_t rows = small_gemm_max_rows(tb);
-    for (int64_t m = 0; m < M; m += rows)
-      small_gemm(tb, std::min(rows, M - m), n0, n1, K, 1.f, A + m * lda, lda, B, ldb, 0.f, C + m * ldc, ldc);
+    small_gemm(tb, M, n0, n1, K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
   });
 }
 

@@ -57,12 +57,11 @@ void ExpertMatMulKernel::compute(sy::plugin::KernelIO& io) {
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t e = rows.active[static_cast<size_t>(item / per_expert)];
-      const int64_t n0 = (item % per_expert) * chunk, n1 = std::min(N, n0 + chunk), nc = n1 - n0;
+      const int64_t n0 = (item % per_expert) * chunk, n1 = std::min(N, n0 + chunk);
       const int64_t r0 = rows.start[static_cast<size_t>(e)] * l.P;
       const int64_t rc = (rows.start[static_cast<size_t>(e + 1)] - rows.start[static_cast<size_t>(e)]) * l.P;
       const float* we = W + e * K * N;
       const float* a = xs + r0 * K;
-      float* c = ys + r0 * N + n0;
       if (host_gemm) {  // weight [N, K] (columns) or [K, N]: output columns n0..n1 of every row
         if (h->matmul_f32(columns_, rc, n0, n1, K, a, K, we, columns_ ? K : N, ys + r0 * N, N) != SY_OK &&
             !failed.exchange(true)) {
@@ -71,7 +70,9 @@ void ExpertMatMulKernel::compute(sy::plugin::KernelIO& io) {
         }
         continue;
       }
-      const int ik = static_cast<int>(K), in = static_cast<int>(N), inc = static_cast<int>(nc), irc = static_cast<int>(rc);
+      // A host older than 1.11: OpenBLAS.
+      float* c = ys + r0 * N + n0;
+      const int ik = static_cast<int>(K), in = static_cast<int>(N), inc = static_cast<int>(n1 - n0), irc = static_cast<int>(rc);
       if (columns_) {  // weight [N, K]: rows n0..n1 times each x row
         if (rc == 1)
           cblas_sgemv(CblasRowMajor, CblasNoTrans, inc, ik, 1.f, we + n0 * K, ik, a, 1, 0.f, c, 1);
