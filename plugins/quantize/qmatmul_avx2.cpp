@@ -1,6 +1,7 @@
 // AVX2 + FMA GEMV over dequantized codes with fp32 activations (8 lanes).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "avx2_common.h"
@@ -70,27 +71,31 @@ void dequantize_rows_avx2(const PackedMatrix& w, int64_t n0, int64_t n1, float* 
   // Segments of 8 codes never straddle a group when the group is a multiple
   // of 8 (or one per row); other geometries take the portable loop.
   if (w.n_groups != 1 && w.group % 8 != 0) return dequantize_rows(w, n0, n1, out);
+  // A group's scale and zero point are looked up once per group, not once
+  // per 8 codes: that lookup divided by the group size each time, and cost
+  // the int4 prefill GEMM 8% on Zen 2 (bench_qmatmul, docs/design-notes.md).
   const __m256i low = _mm256_set1_epi32(0x0F);
+  const int64_t group = w.n_groups == 1 ? w.K : w.group;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
     float* o = out + (n - n0) * w.K;
-    int64_t k = 0;
-    for (; k + 8 <= w.K; k += 8) {
-      const int64_t g = w.n_groups == 1 ? 0 : k / w.group;
-      const __m256 s = _mm256_set1_ps(w.scales[static_cast<size_t>(n * w.group_stride + g)]), z = _mm256_set1_ps(w.negzp_at(n, g));
-      __m256i q;
-      if (w.bits == 8) {
-        q = load8_u8_as_i32(row + k);
-      } else {
-        const int64_t c = k / 128, j = k % 128;
-        q = load8_u8_as_i32(row + c * 64 + j % 64);
-        q = j < 64 ? _mm256_and_si256(q, low) : _mm256_srli_epi32(q, 4);
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      const int64_t k0 = g * group, k1 = std::min(w.K, k0 + group);
+      const float scale = w.scales[static_cast<size_t>(n * w.group_stride + g)], zero = w.negzp_at(n, g);
+      const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(zero);
+      int64_t k = k0;
+      for (; k + 8 <= k1; k += 8) {
+        __m256i q;
+        if (w.bits == 8) {
+          q = load8_u8_as_i32(row + k);
+        } else {
+          // Chunk k / 128's 64 bytes: codes 0-63 low nibbles, 64-127 high.
+          q = load8_u8_as_i32(row + (k / 128) * 64 + k % 64);
+          q = k % 128 < 64 ? _mm256_and_si256(q, low) : _mm256_srli_epi32(q, 4);
+        }
+        _mm256_storeu_ps(o + k, _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, z));
       }
-      _mm256_storeu_ps(o + k, _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), s, z));
-    }
-    for (; k < w.K; ++k) {  // the row's last few codes
-      const int64_t g = w.n_groups == 1 ? 0 : k / w.group;
-      o[k] = static_cast<float>(w.code(n, k)) * w.scales[static_cast<size_t>(n * w.group_stride + g)] + w.negzp_at(n, g);
+      for (; k < k1; ++k) o[k] = static_cast<float>(w.code(n, k)) * scale + zero;  // the row's last few codes
     }
   }
 }
