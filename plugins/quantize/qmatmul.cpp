@@ -220,8 +220,14 @@ Isa usable(const PackedMatrix& w, Isa isa) {
   return isa;
 }
 
-constexpr int64_t kGemmMinRows = 16;  // from here on, dequantize tiles and use sgemm
+constexpr int64_t kGemmMinRows = 16;  // from here on, tiles (dequantized for sgemm but on VNNI and AVX2 int4)
 constexpr int64_t kTileRows = kPrefillTileRows;
+
+// The AVX2 int8-activation prefill: int4 only (vpmaddubsw's 16-bit sums
+// would overflow on int8 codes), in the geometries its blocks fit.
+bool avx2_int4_tiles(const PackedMatrix& w, Isa isa, int64_t M) {
+  return isa == Isa::Avx2Int8 && M >= kGemmMinRows && w.bits == 4 && w.fits_int8_activations();
+}
 
 }  // namespace
 
@@ -241,7 +247,7 @@ void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float
 
 bool rounds_activations(const PackedMatrix& w, Isa isa, int64_t M) {
   isa = usable(w, isa);
-  return isa == Isa::Avx512Vnni || (isa == Isa::Avx2Int8 && M < kGemmMinRows);
+  return isa == Isa::Avx512Vnni || (isa == Isa::Avx2Int8 && M < kGemmMinRows) || avx2_int4_tiles(w, isa, M);
 }
 
 bool matches_single_token(const PackedMatrix& w, Isa isa, int64_t M) {
@@ -288,6 +294,12 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa, pf);
     const int64_t grain = M == 1 ? std::max<int64_t>(1, (1 << 16) / w.panel_bytes()) : 4;
     pf(w.Np / 16, grain, [&](int64_t p0, int64_t p1) { gemm_avx512vnni(w, qa.data(), M, y, p0, p1); });
+  } else if (avx2_int4_tiles(w, isa, M)) {
+    // Prefill on AVX2 without VNNI, int4: every activation row quantized
+    // once, 8-row panels of int8 products (gemm_avx2_int4); a float tile
+    // through sgemm costs more than the integer products here.
+    const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa, pf);
+    pf((N + 7) / 8, 4, [&](int64_t g0, int64_t g1) { gemm_avx2_int4(w, qa.data(), M, y, g0, g1); });
   } else if (M >= kGemmMinRows) {
     // Prefill: each 64-row tile is dequantized once and multiplied for all M tokens.
     // The path's own vector width (its int8 activations are for few rows:

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 #include <type_traits>
 
 #include "avx2_common.h"
@@ -219,7 +221,149 @@ void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedAc
       const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.zero_start.data() + k / 4), _mm256_mullo_epi32(sums, negz));
     }
+    a.block_zero.resize(static_cast<size_t>(blocks));  // the multi-token tiles' start values, as on VNNI
+    for (int64_t b = 0; b < blocks; ++b) {
+      int32_t z = 0;
+      for (int64_t j = 0; j < 8; ++j) z += a.zero_start[static_cast<size_t>(b * 8 + j)];
+      a.block_zero[static_cast<size_t>(b)] = z;
+    }
   }
+}
+
+namespace {
+
+// 8 vectors of 8 dwords, transposed: v[i] lane r <- v[r] lane i.
+inline void transpose8x8_epi32(__m256i v[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_castsi256_ps(_mm256_unpacklo_epi32(v[i], v[i + 1]));
+    t[i + 1] = _mm256_castsi256_ps(_mm256_unpackhi_epi32(v[i], v[i + 1]));
+  }
+  // u[4h + j]: rows 4h .. 4h+3 of columns j (low half) and j + 4 (high),
+  // for j = 0, 1, 2, 3.
+  for (int h = 0; h < 8; h += 4) {
+    u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_castps_si256(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
+    v[j + 4] = _mm256_castps_si256(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
+  }
+}
+
+inline int32_t four_codes(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, sizeof v);
+  return v;
+}
+
+// Rows n0 .. n0+7 of an int4 weight in panel order, the tiles' operand: for
+// block b, 8 vectors whose lane r holds row r's codes 4i .. 4i+3 (one byte
+// each, 0-15), i = 0..7; rows past N are zero codes with zero scales. The
+// group scales as 8-row vectors, [group_stride, 8].
+struct Int4Panel {
+  struct alignas(32) Lanes {
+    uint8_t bytes[32];
+  };
+  std::vector<Lanes> codes;    // [Kp / 32, 8]
+  std::vector<float> scales;   // [group_stride, 8]
+  std::vector<float> negzp;    // [n_groups, 8]: -scale * zero point, asymmetric weights only
+
+  void fill(const PackedMatrix& w, int64_t n0) {
+    const int64_t blocks = w.Kp / 32, valid = std::min<int64_t>(8, w.N - n0);
+    codes.resize(static_cast<size_t>(blocks * 8));
+    scales.assign(static_cast<size_t>(w.group_stride * 8), 0.f);
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < blocks; ++b) {
+      // Block b of a row: 32 low (or high) nibbles of the chunk's bytes.
+      const int64_t at = (b / 4) * 64 + (b % 2) * 32;
+      const bool high = b % 4 >= 2;
+      __m256i v[8];
+      for (int64_t r = 0; r < 8; ++r) {
+        if (r >= valid) {
+          v[r] = _mm256_setzero_si256();
+          continue;
+        }
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.codes.data() + (n0 + r) * w.row_bytes() + at));
+        v[r] = _mm256_and_si256(high ? _mm256_srli_epi16(bytes, 4) : bytes, low);
+      }
+      transpose8x8_epi32(v);
+      for (int i = 0; i < 8; ++i) _mm256_store_si256(reinterpret_cast<__m256i*>(codes[static_cast<size_t>(b * 8 + i)].bytes), v[i]);
+    }
+    for (int64_t r = 0; r < valid; ++r)
+      for (int64_t g = 0; g < w.group_stride; ++g) scales[static_cast<size_t>(g * 8 + r)] = w.scales[static_cast<size_t>((n0 + r) * w.group_stride + g)];
+    if (folds_zero_point(w)) return;
+    negzp.assign(static_cast<size_t>(w.n_groups * 8), 0.f);
+    for (int64_t r = 0; r < valid; ++r)
+      for (int64_t g = 0; g < w.n_groups; ++g) negzp[static_cast<size_t>(g * 8 + r)] = w.negzp_at(n0 + r, g);
+  }
+};
+
+// The 8 rows of `panel` x T tokens. Per 32-block, each token's 4-code groups
+// are broadcast against the block's 8 vectors; the 8 vpmaddubsw pair sums
+// add up in 16 bits (at most 8 * 2 * 15 * 127 = 30480, no overflow), then
+// one vpmaddwd, one convert, one scale and one FMA per block serve all 8
+// rows, where the row GEMV pays them per row. Fold: symmetric weights, the
+// zero point folded into the start (QuantizedActivation::block_zero);
+// otherwise each row's zero-point term is added at the end.
+template <bool Fold, int T>
+void int4_panel_tile(const PackedMatrix& w, const Int4Panel& panel, const QuantizedActivation* a, float* y, int64_t ldy, int64_t n0) {
+  const int64_t blocks = w.Kp / 32;
+  int shift = 0;  // block b is in group b >> shift; one group per row: 0
+  while (w.n_groups > 1 && (int64_t{32} << shift) < w.group) ++shift;
+  const bool per_row = w.n_groups == 1;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const Int4Panel::Lanes* blk = panel.codes.data() + b * 8;
+    __m256i wv[8];
+    for (int i = 0; i < 8; ++i) wv[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[i].bytes));
+    __m256i sum[T];
+    for (int t = 0; t < T; ++t) sum[t] = _mm256_maddubs_epi16(wv[0], _mm256_set1_epi32(four_codes(a[t].q.data() + b * 32)));
+#pragma GCC unroll 7
+    for (int i = 1; i < 8; ++i)
+      for (int t = 0; t < T; ++t)
+        sum[t] = _mm256_add_epi16(sum[t], _mm256_maddubs_epi16(wv[i], _mm256_set1_epi32(four_codes(a[t].q.data() + b * 32 + 4 * i))));
+    const __m256 ws = _mm256_loadu_ps(panel.scales.data() + (per_row ? 0 : (b >> shift)) * 8);
+    for (int t = 0; t < T; ++t) {
+      __m256i d = _mm256_madd_epi16(sum[t], ones);
+      if constexpr (Fold) d = _mm256_add_epi32(d, _mm256_set1_epi32(a[t].block_zero[static_cast<size_t>(b)]));
+      const __m256 s = _mm256_mul_ps(_mm256_set1_ps(a[t].scale16[static_cast<size_t>((b / 2) * 16 + (b % 2) * 8)]), ws);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[t]);
+    }
+  }
+  const int64_t valid = std::min<int64_t>(8, w.N - n0);
+  for (int t = 0; t < T; ++t) {
+    if constexpr (!Fold)  // sum over groups of -scale * zero point * the group's activation sum
+      for (int64_t g = 0; g < w.n_groups; ++g)
+        acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps(panel.negzp.data() + g * 8), _mm256_set1_ps(a[t].group_sum[static_cast<size_t>(g)]), acc[t]);
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[t]);
+    std::copy(out, out + valid, y + t * ldy + n0);
+  }
+}
+
+template <bool Fold>
+void int4_panels(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t g0, int64_t g1) {
+  thread_local Int4Panel panel_storage;  // each thread's own, kept across calls
+  Int4Panel& panel = panel_storage;
+  const int64_t ldy = w.N;
+  for (int64_t g = g0; g < g1; ++g) {
+    panel.fill(w, g * 8);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) int4_panel_tile<Fold, 4>(w, panel, a + m, y + m * ldy, ldy, g * 8);
+    for (; m < M; ++m) int4_panel_tile<Fold, 1>(w, panel, a + m, y + m * ldy, ldy, g * 8);
+  }
+}
+
+}  // namespace
+
+void gemm_avx2_int4(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t g0, int64_t g1) {
+  if (folds_zero_point(w)) int4_panels<true>(w, a, M, y, g0, g1);
+  else int4_panels<false>(w, a, M, y, g0, g1);
 }
 
 void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {

@@ -103,9 +103,9 @@ TEST_P(TrainedModel, DequantizedMatchesTransformersTokenForToken) {
 INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "baseline", "paged", "prefix", "continuous", "slo", "lookup", "lookahead"));
 
 // Kept quantized: the Q4_1 blocks run as they are stored (Q4_1's min as a
-// float zero point, one rounding). A prompt of 16 or more tokens takes the
-// float-activation GEMM: the reference's top-64 logits of each prompt within
-// 4.4e-5 (measured, AVX2 machine), bound 1e-3. Decoding takes the
+// float zero point, one rounding). On the float-activation paths (scalar,
+// avx2) a prompt of 16 or more tokens takes the float GEMM: the reference's
+// top-64 logits of each prompt within 4.4e-5 (measured), bound 1e-3. Decoding takes the
 // int8-activation GEMV on AVX2/VNNI machines (llama.cpp's Q8 dot products
 // do the same), which moves near-ties: greedy outputs equal transformers'
 // on 3 of these 6 prompts, 96 of 132 tokens before the first difference
@@ -114,11 +114,16 @@ INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "base
 // tiles (a token's outputs are the same bits in any batch), prompts too:
 // measured there, the top-64 logits within 0.67 of the reference and the
 // top-1 token on 4 of the 6 prompts (both profiles); bounds 1.0 and 4.
+// On AVX2 machines without VNNI the int4 prompts take int8-activation tiles
+// (their int8 matrices the float GEMM): measured on a Zen 2, within 0.69
+// (default profile) and 1.32 (baseline) of the reference, top-1 on 5 of 6;
+// bounds 2.0 and 4.
 using TrainedModelQuantized = WithTrainedModel;
 TEST_F(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
-  const bool prompts_round = sy_quant::select_isa() == sy_quant::Isa::Avx512Vnni;
+  const sy_quant::Isa isa = sy_quant::select_isa();
+  const bool prompts_round = isa == sy_quant::Isa::Avx512Vnni || isa == sy_quant::Isa::Avx2Int8;
   RecordProperty("quantized_matmul_path", sy_quant::isa_name(sy_quant::select_isa()));
-  const double bound = prompts_round ? 1.0 : 1e-3;
+  const double bound = isa == sy_quant::Isa::Avx512Vnni ? 1.0 : prompts_round ? 2.0 : 1e-3;
   for (const char* profile : {"", "baseline"}) {
     auto s = Session::create(config(profile, false));
     int agree = 0, total = 0;

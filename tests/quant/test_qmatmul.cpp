@@ -111,6 +111,10 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
       for (int64_t M : {1, 2, 17})
         for (auto [K, N] : {std::pair<int64_t, int64_t>{64, 64}, {172, 64}, {33, 7}, {512, 96}})
           cases.push_back({M, K, N, group, bits, false, M == 2, true});  // M == 2: fp32 scales (GGUF import)
+  // A trained model's prompt (SmolLM2's widths, Q4_1-style float zero
+  // points, a 70-token prompt): many 32-blocks and token tiles past 40 rows.
+  for (int64_t K : {576, 1536})
+    for (bool float_min : {false, true}) cases.push_back({70, K, 200, 32, 4, true, false, float_min});
   std::uniform_int_distribution<int64_t> dim(1, 700), rows(1, 40);
   for (int i = 0; i < 60; ++i) {
     int bits = i % 2 ? 4 : 8;
@@ -174,6 +178,38 @@ TEST(QMatMul, ATokensOutputIsTheSameBitsWhateverTheTokenCount) {
         }
   std::printf("%d (path, matrix, token count) combinations equal to single-token calls\n", compared);
   EXPECT_GT(compared, 0);
+}
+
+// Where a prompt takes int8-activation tiles but a token alone the GEMV
+// (int4 on avx2int8), both multiply the same quantized activations and sum
+// exact integer block products: they may differ only by the float
+// accumulation's order, far inside the activation-rounding bound the test
+// above allows (a wrong block scale or zero point would still fit that
+// bound on random data; it does not fit this one).
+TEST(QMatMul, PromptTilesAgreeWithTheSingleTokenPathToFloatRounding) {
+  std::mt19937 rng(13);
+  int compared = 0;
+  for (Isa isa : paths())
+    for (bool sym : {true, false})
+      for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{576, 203, 32}, {1536, 64, 128}, {300, 129, 64}, {256, 40, 0}}) {
+        auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
+        PackedMatrix p = pack(quantize(w.data(), K, N, {4, group, sym, !sym}), isa);
+        const int64_t M = 70;
+        if (!rounds_activations(p, isa, M) || !rounds_activations(p, isa, 1) || matches_single_token(p, isa, M)) continue;
+        auto x = random_vector(static_cast<size_t>(M * K), rng);
+        std::vector<float> alone(static_cast<size_t>(M * N)), y(static_cast<size_t>(M * N));
+        for (int64_t m = 0; m < M; ++m) qmatmul(p, x.data() + m * K, 1, nullptr, alone.data() + m * N, isa, two_threads);
+        qmatmul(p, x.data(), M, nullptr, y.data(), isa, two_threads);
+        for (int64_t m = 0; m < M; ++m) {
+          double magnitude = 0;
+          for (int64_t n = 0; n < N; ++n) magnitude = std::max(magnitude, std::fabs(double(alone[static_cast<size_t>(m * N + n)])));
+          for (int64_t n = 0; n < N; ++n)
+            ASSERT_NEAR(y[static_cast<size_t>(m * N + n)], alone[static_cast<size_t>(m * N + n)], 2e-6 * std::sqrt(double(K)) * (magnitude + 1))
+                << isa_name(isa) << (sym ? " sym" : " asym") << " K " << K << " N " << N << " group " << group << " at (" << m << ", " << n << ")";
+        }
+        ++compared;
+      }
+  std::printf("%d (path, matrix) combinations: prompt tiles against single-token calls\n", compared);
 }
 
 // The int8-activation quantizers against a portable statement of what they
