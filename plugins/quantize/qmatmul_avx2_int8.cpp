@@ -40,28 +40,21 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// dot(codes, q) of one 32-element block, 8 partial sums in s32.
-template <int Bits>
-inline __m256i block_dot(__m256i codes, __m256i q) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (Bits == 8) {
-    const __m256i centred = _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80)));  // c - 128 as s8
-    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(centred), _mm256_sign_epi8(q, centred));
-    return _mm256_madd_epi16(pairs, ones);
-  } else {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, q), ones);
-  }
+// dot(codes, q) of one 32-element block of int8 codes, 8 partial sums in s32.
+inline __m256i int8_block_dot(__m256i codes, __m256i q) {
+  const __m256i centred = _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80)));  // c - 128 as s8
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(centred), _mm256_sign_epi8(q, centred));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
-// One row at a time, one sequential stream (int8; int4 with asymmetric
-// weights). Four accumulators, one per 32-block of a 128-code chunk.
-template <int Bits, Groups G, typename S>
-void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+// int8 weights, one row at a time, one sequential stream. Four
+// accumulators, one per 32-block of a 128-code chunk.
+template <Groups G, typename S>
+void int8_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   const int64_t chunks = w.Kp / 128;  // four 32-blocks each
   int shift = 0;                      // Pow2: block b is in group b >> shift
   if constexpr (G == Groups::Pow2)
     while ((int64_t{32} << shift) < w.group) ++shift;
-  const __m256i low = _mm256_set1_epi8(0x0F);
   const int8_t* xq = a.q.data();
   const float* xs = a.scale16.data();
   // Block b's activation scale, eight copies: scale16 keeps them so.
@@ -71,22 +64,10 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
     const S* s = scales_of<S>(w) + n * w.group_stride;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t c = 0; c < chunks; ++c) {
-      __m256i codes[4];
-      if constexpr (Bits == 8) {
-        for (int i = 0; i < 4; ++i) codes[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 128 + i * 32));
-      } else {
-        // 64 bytes hold the chunk's 128 codes: elements 0-63 in the low
-        // nibbles, 64-127 in the high ones.
-        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 64));
-        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 64 + 32));
-        codes[0] = _mm256_and_si256(v0, low);
-        codes[1] = _mm256_and_si256(v1, low);
-        codes[2] = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
-        codes[3] = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
-      }
       for (int i = 0; i < 4; ++i) {
         const int64_t b = c * 4 + i;
-        const __m256i d = block_dot<Bits>(codes[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
+        const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 32));
+        const __m256i d = int8_block_dot(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
         __m256 scale = act_scale(b);
         if constexpr (G == Groups::Of32) scale = _mm256_mul_ps(scale, _mm256_set1_ps(scale_value(s[b])));
         if constexpr (G == Groups::Pow2) scale = _mm256_mul_ps(scale, _mm256_set1_ps(scale_value(s[b >> shift])));
@@ -95,13 +76,12 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
     }
     float total = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     if constexpr (G == Groups::PerRow) total *= s[0];
-    // The zero-point term, sum_g zp'_g * group_sum_g, where int8's zp' also
+    // The zero-point term, sum_g zp'_g * group_sum_g, where zp' also
     // carries the 128 * sum(q) the recentring left out.
-    const bool cancels = Bits == 8 && w.negzp.empty() && w.symmetric_zero_point == 128.f;
+    const bool cancels = w.negzp.empty() && w.symmetric_zero_point == 128.f;
     if (!cancels) {
       for (int64_t g = 0; g < w.n_groups; ++g) {
-        float coeff = w.negzp_at(n, g);
-        if constexpr (Bits == 8) coeff += 128.f * scale_value(s[g]);
+        const float coeff = w.negzp_at(n, g) + 128.f * scale_value(s[g]);
         total += coeff * a.group_sum[static_cast<size_t>(g)];
       }
     }
@@ -109,13 +89,25 @@ void rows_single(const PackedMatrix& w, const QuantizedActivation& a, float* y, 
   }
 }
 
-// Symmetric int4, R rows at a time: the activation's codes, scales and
-// zero-point start values (QuantizedActivation::zero_start) are loaded once
-// for the R rows, and the codes come out as dot(code - 8, q) with no
-// zero-point term per row. The R rows are short streams the hardware
-// prefetcher barely follows; the rows that follow (contiguous) are
-// prefetched a few KB ahead at the rate these are read.
-template <Groups G, int R, typename S>
+// sum_g negzp[g] * group_sum[g]: an asymmetric row's zero-point term.
+inline float zero_point_dot(const float* negzp, const float* group_sum, int64_t groups) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(negzp + g), _mm256_loadu_ps(group_sum + g), acc);
+  float total = hsum(acc);
+  for (; g < groups; ++g) total += negzp[g] * group_sum[g];
+  return total;
+}
+
+// int4, R rows at a time: the activation's codes and scales are loaded once
+// for the R rows. Fold (symmetric weights): with the zero-point start
+// values (QuantizedActivation::zero_start) the codes come out as
+// dot(code - 8, q), no zero-point term per row; otherwise (asymmetric
+// weights: GGUF's Q4_1, int4-asym) each row adds its term at the end. The
+// R rows are short streams the hardware prefetcher barely follows; the rows
+// that follow (contiguous) are prefetched a few KB ahead at the rate these
+// are read.
+template <Groups G, bool Fold, int R, typename S>
 void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
   const int64_t chunks = w.Kp / 128;
   int shift = 0;
@@ -144,16 +136,22 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
       const int64_t b_lo = c * 4 + h, b_hi = c * 4 + 2 + h;
       const __m256i q_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_lo * 32));
       const __m256i q_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_hi * 32));
-      const __m256i z_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_lo * 8));
-      const __m256i z_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_hi * 8));
+      __m256i z_lo = _mm256_setzero_si256(), z_hi = _mm256_setzero_si256();
+      if constexpr (Fold) {
+        z_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_lo * 8));
+        z_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_hi * 8));
+      }
       const __m256 xs_lo = _mm256_loadu_ps(xs + (b_lo / 2) * 16 + (b_lo % 2) * 8);
       const __m256 xs_hi = _mm256_loadu_ps(xs + (b_hi / 2) * 16 + (b_hi % 2) * 8);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[r] + c * 64 + h * 32));
-        const __m256i d_lo = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, low), q_lo), ones), z_lo);
-        const __m256i d_hi =
-            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), q_hi), ones), z_hi);
+        __m256i d_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, low), q_lo), ones);
+        __m256i d_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), q_hi), ones);
+        if constexpr (Fold) {
+          d_lo = _mm256_add_epi32(d_lo, z_lo);
+          d_hi = _mm256_add_epi32(d_hi, z_hi);
+        }
         __m256 sc_lo = xs_lo, sc_hi = xs_hi;
         if constexpr (G == Groups::Of32) {
           sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(scale_value(s[r][b_lo])));
@@ -168,20 +166,28 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) y[n + r] = hsum(acc[r]) * (G == Groups::PerRow ? scale_value(s[r][0]) : 1.f);
+  for (int r = 0; r < R; ++r) {
+    float total = hsum(acc[r]) * (G == Groups::PerRow ? scale_value(s[r][0]) : 1.f);
+    if constexpr (!Fold) total += zero_point_dot(w.negzp.data() + (n + r) * w.group_stride, a.group_sum.data(), w.n_groups);
+    y[n + r] = total;
+  }
 }
 
-template <Groups G, typename S>
+template <Groups G, bool Fold, typename S>
 void int4_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
   int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) int4_row_block<G, 4, S>(w, a, y, n);
-  for (; n < n1; ++n) int4_row_block<G, 1, S>(w, a, y, n);
+  for (; n + 4 <= n1; n += 4) int4_row_block<G, Fold, 4, S>(w, a, y, n);
+  for (; n < n1; ++n) int4_row_block<G, Fold, 1, S>(w, a, y, n);
 }
 
 template <int Bits, Groups G, typename S>
 void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
-  if (Bits == 4 && folds_zero_point(w)) int4_rows<G, S>(w, a, y, n0, n1);
-  else rows_single<Bits, G, S>(w, a, y, n0, n1);
+  if constexpr (Bits == 4) {
+    if (folds_zero_point(w)) int4_rows<G, true, S>(w, a, y, n0, n1);
+    else int4_rows<G, false, S>(w, a, y, n0, n1);
+  } else {
+    int8_rows<G, S>(w, a, y, n0, n1);
+  }
 }
 
 }  // namespace
