@@ -89,16 +89,6 @@ void int8_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, in
   }
 }
 
-// sum_g negzp[g] * group_sum[g]: an asymmetric row's zero-point term.
-inline float zero_point_dot(const float* negzp, const float* group_sum, int64_t groups) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t g = 0;
-  for (; g + 8 <= groups; g += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(negzp + g), _mm256_loadu_ps(group_sum + g), acc);
-  float total = hsum(acc);
-  for (; g < groups; ++g) total += negzp[g] * group_sum[g];
-  return total;
-}
-
 // int4, R rows at a time: the activation's codes and scales are loaded once
 // for the R rows. Fold (symmetric weights): with the zero-point start
 // values (QuantizedActivation::zero_start) the codes come out as
@@ -168,7 +158,7 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     float total = hsum(acc[r]) * (G == Groups::PerRow ? scale_value(s[r][0]) : 1.f);
-    if constexpr (!Fold) total += zero_point_dot(w.negzp.data() + (n + r) * w.group_stride, a.group_sum.data(), w.n_groups);
+    if constexpr (!Fold) total += dot(w.negzp.data() + (n + r) * w.group_stride, a.group_sum.data(), w.n_groups);  // the zero-point term
     y[n + r] = total;
   }
 }
