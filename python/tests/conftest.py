@@ -94,12 +94,19 @@ def start_local_ray(attempts=3):
     """A local Ray instance. Its raylet must register with the GCS within
     Ray's fixed 30 s; on a loaded 2-core CI machine that first call has
     timed out once (RPC deadline exceeded, nothing wrong with the engine),
-    so a failed start is shut down and retried before the tests fail."""
+    so a failed start is shut down and retried before the tests fail.
+
+    Its CPUs are logical, Serve's scheduling tokens: the applications'
+    replicas (0.25 each) and the autoscaling test's two filled 2 exactly,
+    and once (stop 54) the added replica waited the test's whole minute to
+    be scheduled while the replicas the fault tests killed were still
+    releasing theirs. 4 leaves room; the processes share the real cores
+    either way."""
     import ray
 
     for attempt in range(attempts):
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
             return
         except Exception as e:  # Ray raises a bare Exception for this timeout
             ray.shutdown()
