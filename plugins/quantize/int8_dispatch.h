@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "qmatmul.h"
@@ -26,6 +27,14 @@ template <typename S>
 const S* scales_of(const PackedMatrix& w) {
   if constexpr (std::is_same_v<S, float>) return w.scales.data();
   else return w.half_scales.data();
+}
+
+// An activation row's 4 consecutive codes as one dword, for a broadcast
+// against a panel whose lanes hold 4 codes of a row each.
+inline int32_t four_codes(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, sizeof v);
+  return v;
 }
 
 // Calls kernel.template operator()<G, S>() for w's geometry and scale width.

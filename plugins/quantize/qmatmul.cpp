@@ -298,7 +298,9 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     // Prefill on AVX2 without VNNI, int4: every activation row quantized
     // once, 8-row panels of int8 products (gemm_avx2_int4); a float tile
     // through sgemm costs more than the integer products here.
-    const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa, pf);
+    std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa, pf);
+    if (folds_zero_point(w))
+      for (int64_t m = 0; m < M; ++m) fill_block_zero(qa[static_cast<size_t>(m)]);
     pf((N + 7) / 8, 4, [&](int64_t g0, int64_t g1) { gemm_avx2_int4(w, qa.data(), M, y, g0, g1); });
   } else if (M >= kGemmMinRows) {
     // Prefill: each 64-row tile is dequantized once and multiplied for all M tokens.

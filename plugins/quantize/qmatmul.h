@@ -179,6 +179,18 @@ inline int64_t size_activation(const PackedMatrix& w, QuantizedActivation& a) {
   a.zero_start.clear();
   return w.n_groups == 1 ? blocks : w.group / 32;
 }
+// block_zero from zero_start (symmetric weights): the panel kernels' start
+// values, one per 32-block. The VNNI quantizer fills it for every row; on
+// AVX2 only a prompt's rows need it (gemm_avx2_int4), so qmatmul fills it there.
+inline void fill_block_zero(QuantizedActivation& a) {
+  const size_t blocks = a.zero_start.size() / 8;
+  a.block_zero.resize(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t z = 0;
+    for (size_t j = 0; j < 8; ++j) z += a.zero_start[b * 8 + j];
+    a.block_zero[b] = z;
+  }
+}
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 // Panels [p0, p1) (rows 16 p0 .. 16 p1) of Y [M, w.N] for M quantized
 // activation rows, M >= 1: the decode GEMV and the multi-token tiles alike.

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 #include <type_traits>
 
@@ -217,12 +216,6 @@ void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedAc
       const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.zero_start.data() + k / 4), _mm256_mullo_epi32(sums, negz));
     }
-    a.block_zero.resize(static_cast<size_t>(blocks));  // the multi-token tiles' start values, as on VNNI
-    for (int64_t b = 0; b < blocks; ++b) {
-      int32_t z = 0;
-      for (int64_t j = 0; j < 8; ++j) z += a.zero_start[static_cast<size_t>(b * 8 + j)];
-      a.block_zero[static_cast<size_t>(b)] = z;
-    }
   }
 }
 
@@ -247,12 +240,6 @@ inline void transpose8x8_epi32(__m256i v[8]) {
     v[j] = _mm256_castps_si256(_mm256_permute2f128_ps(u[j], u[4 + j], 0x20));
     v[j + 4] = _mm256_castps_si256(_mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
   }
-}
-
-inline int32_t four_codes(const int8_t* q) {
-  int32_t v;
-  std::memcpy(&v, q, sizeof v);
-  return v;
 }
 
 // Rows n0 .. n0+7 of an int4 weight in panel order, the tiles' operand: for

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 
 #include "avx512_common.h"
@@ -38,12 +37,7 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
       const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(a.q.data() + k));
       _mm512_storeu_si512(a.zero_start.data() + k / 4, _mm512_mullo_epi32(sums, negz));
     }
-    a.block_zero.resize(static_cast<size_t>(blocks));
-    for (int64_t b = 0; b < blocks; ++b) {
-      int32_t z = 0;
-      for (int64_t j = 0; j < 8; ++j) z += a.zero_start[static_cast<size_t>(b * 8 + j)];
-      a.block_zero[static_cast<size_t>(b)] = z;
-    }
+    fill_block_zero(a);
   }
 }
 
@@ -60,12 +54,6 @@ template <typename S>
 const S* panel_scales_of(const PackedMatrix& w) {
   if constexpr (std::is_same_v<S, float>) return w.panel_float_scales.data();
   else return w.half_scales.data();
-}
-
-inline int32_t four_codes(const int8_t* q) {
-  int32_t v;
-  std::memcpy(&v, q, sizeof v);
-  return v;
 }
 
 // 16 rows (panel p) x T tokens. Per 32-block: the block's codes for the 16
