@@ -321,7 +321,9 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     });
   } else {
     // Decode (one token per sequence, a few sequences): GEMV per token, the
-    // tokens of a work item sharing each block of weight rows while it is in cache.
+    // tokens of a work item sharing each block of weight rows while it is in
+    // cache (on avx2int8 each row's codes are also unpacked once for up to
+    // four tokens, gemv_avx2_int8).
     // Per-thread scratch, reused across calls: no allocation per decode step
     // once the buffers have grown to the largest matrix. Bound to local
     // references: a lambda run on a worker names the worker's own copies.
@@ -346,10 +348,11 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     pf(N, grain, [&](int64_t n0, int64_t n1) {
       for (int64_t b = n0; b < n1; b += kRowBlock) {
         const int64_t e = std::min(n1, b + kRowBlock);
-        for (int64_t m = 0; m < M; ++m) {
-          if (isa == Isa::Avx2Int8) gemv_avx2_int8(w, (*qa)[static_cast<size_t>(m)], y + m * N, b, e);
-          else gemv(w, xpad.data() + m * w.Kp, xsum.data() + m * w.n_groups, y + m * N, b, e);
+        if (isa == Isa::Avx2Int8) {
+          gemv_avx2_int8(w, qa->data(), M, y, N, b, e);
+          continue;
         }
+        for (int64_t m = 0; m < M; ++m) gemv(w, xpad.data() + m * w.Kp, xsum.data() + m * w.n_groups, y + m * N, b, e);
       }
     });
   }

@@ -196,7 +196,10 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
 // activation rows, M >= 1: the decode GEMV and the multi-token tiles alike.
 void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t p0, int64_t p1);
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a);
-void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1);
+// Rows [n0, n1) of Y (leading dimension ldy) for M quantized activation
+// rows: the AVX2 decode GEMV, each weight row's codes unpacked once for up
+// to four tokens; a token's outputs are the same bits at any M.
+void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t ldy, int64_t n0, int64_t n1);
 // Row groups [g0, g1) (rows 8 g0 .. 8 g1) of Y [M, w.N] for an int4 weight
 // that fits_int8_activations, M quantized activation rows: the AVX2 prefill
 // tiles (each group's codes rearranged into 8-row panels once per call).

@@ -39,81 +39,94 @@ inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// dot(codes, q) of one 32-element block of int8 codes, 8 partial sums in s32.
-inline __m256i int8_block_dot(__m256i codes, __m256i q) {
-  const __m256i centred = _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80)));  // c - 128 as s8
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(centred), _mm256_sign_epi8(q, centred));
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-}
-
-// int8 weights, one row at a time, one sequential stream. Four
-// accumulators, one per 32-block of a 128-code chunk.
-template <Groups G, typename S>
-void int8_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+// int8 weights, one row at a time, one sequential stream, for T tokens:
+// each block's codes are loaded, recentred and their scale converted once
+// for the T tokens. Four accumulators per token, one per 32-block of a
+// 128-code chunk; every token's sums run in the same order at any T, so a
+// token's outputs are the same bits alone and in a batch.
+template <Groups G, int T, typename S>
+void int8_rows(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t ldy, int64_t n0, int64_t n1) {
   const int64_t chunks = w.Kp / 128;  // four 32-blocks each
   int shift = 0;                      // Pow2: block b is in group b >> shift
   if constexpr (G == Groups::Pow2)
     while ((int64_t{32} << shift) < w.group) ++shift;
-  const int8_t* xq = a.q.data();
-  const float* xs = a.scale16.data();
+  const int8_t* xq[T];
+  const float* xs[T];
+  for (int t = 0; t < T; ++t) {
+    xq[t] = a[t].q.data();
+    xs[t] = a[t].scale16.data();
+  }
   // Block b's activation scale, eight copies: scale16 keeps them so.
-  auto act_scale = [&](int64_t b) { return _mm256_loadu_ps(xs + (b / 2) * 16 + (b % 2) * 8); };
+  auto act_scale = [&](int t, int64_t b) { return _mm256_loadu_ps(xs[t] + (b / 2) * 16 + (b % 2) * 8); };
+  const bool cancels = w.negzp.empty() && w.symmetric_zero_point == 128.f;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w.codes.data() + n * w.row_bytes();
     const S* s = scales_of<S>(w) + n * w.group_stride;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[T][4];
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < 4; ++i) acc[t][i] = _mm256_setzero_ps();
     for (int64_t c = 0; c < chunks; ++c) {
       for (int i = 0; i < 4; ++i) {
         const int64_t b = c * 4 + i;
         const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 32));
-        const __m256i d = int8_block_dot(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32)));
-        __m256 scale = act_scale(b);
-        if constexpr (G == Groups::Of32) scale = _mm256_mul_ps(scale, _mm256_set1_ps(scale_value(s[b])));
-        if constexpr (G == Groups::Pow2) scale = _mm256_mul_ps(scale, _mm256_set1_ps(scale_value(s[b >> shift])));
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[i]);
+        const __m256i centred = _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80)));  // c - 128 as s8
+        const __m256i magnitude = _mm256_abs_epi8(centred);
+        __m256 ws = _mm256_setzero_ps();
+        if constexpr (G == Groups::Of32) ws = _mm256_set1_ps(scale_value(s[b]));
+        if constexpr (G == Groups::Pow2) ws = _mm256_set1_ps(scale_value(s[b >> shift]));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + b * 32));
+          const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(q, centred));
+          const __m256i d = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+          __m256 scale = act_scale(t, b);
+          if constexpr (G != Groups::PerRow) scale = _mm256_mul_ps(scale, ws);
+          acc[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[t][i]);
+        }
       }
     }
-    float total = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    if constexpr (G == Groups::PerRow) total *= s[0];
-    // The zero-point term, sum_g zp'_g * group_sum_g, where zp' also
-    // carries the 128 * sum(q) the recentring left out.
-    const bool cancels = w.negzp.empty() && w.symmetric_zero_point == 128.f;
-    if (!cancels) {
-      for (int64_t g = 0; g < w.n_groups; ++g) {
-        const float coeff = w.negzp_at(n, g) + 128.f * scale_value(s[g]);
-        total += coeff * a.group_sum[static_cast<size_t>(g)];
+    for (int t = 0; t < T; ++t) {
+      float total = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3])));
+      if constexpr (G == Groups::PerRow) total *= s[0];
+      // The zero-point term, sum_g zp'_g * group_sum_g, where zp' also
+      // carries the 128 * sum(q) the recentring left out.
+      if (!cancels) {
+        for (int64_t g = 0; g < w.n_groups; ++g) {
+          const float coeff = w.negzp_at(n, g) + 128.f * scale_value(s[g]);
+          total += coeff * a[t].group_sum[static_cast<size_t>(g)];
+        }
       }
+      y[t * ldy + n] = total;
     }
-    y[n] = total;
   }
 }
 
-// int4, R rows at a time: the activation's codes and scales are loaded once
-// for the R rows. Fold (symmetric weights): with the zero-point start
-// values (QuantizedActivation::zero_start) the codes come out as
+// int4, R rows at a time for T tokens: each token's activation codes and
+// scales are loaded once for the R rows, each row's codes unpacked and its
+// scales converted once for the T tokens; every (row, token) sum runs in
+// the same order whatever R and T are, so a token's outputs are the same
+// bits alone and in a batch. Fold (symmetric weights): with the zero-point
+// start values (QuantizedActivation::zero_start) the codes come out as
 // dot(code - 8, q), no zero-point term per row; otherwise (asymmetric
 // weights: GGUF's Q4_1, int4-asym) each row adds its term at the end. The
 // R rows are short streams the hardware prefetcher barely follows; the rows
 // that follow (contiguous) are prefetched a few KB ahead at the rate these
 // are read.
-template <Groups G, bool Fold, int R, typename S>
-void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n) {
+template <Groups G, bool Fold, int R, int T, typename S>
+void int4_row_block(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t ldy, int64_t n) {
   const int64_t chunks = w.Kp / 128;
   int shift = 0;
   if constexpr (G == Groups::Pow2)
     while ((int64_t{32} << shift) < w.group) ++shift;
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const int8_t* xq = a.q.data();
-  const float* xs = a.scale16.data();
-  const int32_t* zs = a.zero_start.data();
   const uint8_t* row[R];
   const S* s[R];
-  __m256 acc[R];
+  __m256 acc[R][T];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     row[r] = w.codes.data() + (n + r) * w.row_bytes();
     s[r] = scales_of<S>(w) + (n + r) * w.group_stride;
-    acc[r] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   const char* ahead = reinterpret_cast<const char*>(row[0]) + 4096;
   for (int64_t c = 0; c < chunks; ++c) {
@@ -123,60 +136,81 @@ void int4_row_block(const PackedMatrix& w, const QuantizedActivation& a, float* 
     // h + 2 (high nibbles).
     for (int h = 0; h < 2; ++h) {
       const int64_t b_lo = c * 4 + h, b_hi = c * 4 + 2 + h;
-      const __m256i q_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_lo * 32));
-      const __m256i q_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_hi * 32));
-      __m256i z_lo = _mm256_setzero_si256(), z_hi = _mm256_setzero_si256();
-      if constexpr (Fold) {
-        z_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_lo * 8));
-        z_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_hi * 8));
-      }
-      const __m256 xs_lo = _mm256_loadu_ps(xs + (b_lo / 2) * 16 + (b_lo % 2) * 8);
-      const __m256 xs_hi = _mm256_loadu_ps(xs + (b_hi / 2) * 16 + (b_hi % 2) * 8);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[r] + c * 64 + h * 32));
-        __m256i d_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, low), q_lo), ones);
-        __m256i d_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), q_hi), ones);
-        if constexpr (Fold) {
-          d_lo = _mm256_add_epi32(d_lo, z_lo);
-          d_hi = _mm256_add_epi32(d_hi, z_hi);
-        }
-        __m256 sc_lo = xs_lo, sc_hi = xs_hi;
+        const __m256i c_lo = _mm256_and_si256(v, low), c_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        __m256 ws_lo = _mm256_setzero_ps(), ws_hi = _mm256_setzero_ps();
         if constexpr (G == Groups::Of32) {
-          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(scale_value(s[r][b_lo])));
-          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(scale_value(s[r][b_hi])));
+          ws_lo = _mm256_set1_ps(scale_value(s[r][b_lo]));
+          ws_hi = _mm256_set1_ps(scale_value(s[r][b_hi]));
         } else if constexpr (G == Groups::Pow2) {
-          sc_lo = _mm256_mul_ps(sc_lo, _mm256_set1_ps(scale_value(s[r][b_lo >> shift])));
-          sc_hi = _mm256_mul_ps(sc_hi, _mm256_set1_ps(scale_value(s[r][b_hi >> shift])));
+          ws_lo = _mm256_set1_ps(scale_value(s[r][b_lo >> shift]));
+          ws_hi = _mm256_set1_ps(scale_value(s[r][b_hi >> shift]));
         }
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_lo), sc_lo, acc[r]);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_hi), sc_hi, acc[r]);
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const int8_t* xq = a[t].q.data();
+          const float* xs = a[t].scale16.data();
+          const __m256i q_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_lo * 32));
+          const __m256i q_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b_hi * 32));
+          __m256i d_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(c_lo, q_lo), ones);
+          __m256i d_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(c_hi, q_hi), ones);
+          if constexpr (Fold) {
+            const int32_t* zs = a[t].zero_start.data();
+            d_lo = _mm256_add_epi32(d_lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_lo * 8)));
+            d_hi = _mm256_add_epi32(d_hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zs + b_hi * 8)));
+          }
+          __m256 sc_lo = _mm256_loadu_ps(xs + (b_lo / 2) * 16 + (b_lo % 2) * 8);
+          __m256 sc_hi = _mm256_loadu_ps(xs + (b_hi / 2) * 16 + (b_hi % 2) * 8);
+          if constexpr (G != Groups::PerRow) {
+            sc_lo = _mm256_mul_ps(sc_lo, ws_lo);
+            sc_hi = _mm256_mul_ps(sc_hi, ws_hi);
+          }
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_lo), sc_lo, acc[r][t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d_hi), sc_hi, acc[r][t]);
+        }
       }
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    float total = hsum(acc[r]) * (G == Groups::PerRow ? scale_value(s[r][0]) : 1.f);
-    if constexpr (!Fold) total += dot(w.negzp.data() + (n + r) * w.group_stride, a.group_sum.data(), w.n_groups);  // the zero-point term
-    y[n + r] = total;
-  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      float total = hsum(acc[r][t]) * (G == Groups::PerRow ? scale_value(s[r][0]) : 1.f);
+      if constexpr (!Fold) total += dot(w.negzp.data() + (n + r) * w.group_stride, a[t].group_sum.data(), w.n_groups);  // the zero-point term
+      y[t * ldy + n + r] = total;
+    }
 }
 
-template <Groups G, bool Fold, typename S>
-void int4_rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+// Rows [n0, n1) for T tokens: blocks of R rows (R x T accumulators kept in
+// registers: 4 rows for one or two tokens, 2 for four), the rest one by one.
+template <Groups G, bool Fold, int T, typename S>
+void int4_rows(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  constexpr int R = T >= 4 ? 2 : 4;
   int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) int4_row_block<G, Fold, 4, S>(w, a, y, n);
-  for (; n < n1; ++n) int4_row_block<G, Fold, 1, S>(w, a, y, n);
+  for (; n + R <= n1; n += R) int4_row_block<G, Fold, R, T, S>(w, a, y, ldy, n);
+  for (; n < n1; ++n) int4_row_block<G, Fold, 1, T, S>(w, a, y, ldy, n);
 }
 
-template <int Bits, Groups G, typename S>
-void rows(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+template <int Bits, Groups G, int T, typename S>
+void rows(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t ldy, int64_t n0, int64_t n1) {
   if constexpr (Bits == 4) {
-    if (folds_zero_point(w)) int4_rows<G, true, S>(w, a, y, n0, n1);
-    else int4_rows<G, false, S>(w, a, y, n0, n1);
+    if (folds_zero_point(w)) int4_rows<G, true, T, S>(w, a, y, ldy, n0, n1);
+    else int4_rows<G, false, T, S>(w, a, y, ldy, n0, n1);
   } else {
-    int8_rows<G, S>(w, a, y, n0, n1);
+    int8_rows<G, T, S>(w, a, y, ldy, n0, n1);
   }
+}
+
+// M tokens, four at a time (int4) or two (int8: its four accumulators per
+// token leave registers for two), the rest in smaller groups.
+template <int Bits, Groups G, typename S>
+void token_groups(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  int64_t m = 0;
+  if constexpr (Bits == 4)
+    for (; m + 4 <= M; m += 4) rows<Bits, G, 4, S>(w, a + m, y + m * ldy, ldy, n0, n1);
+  for (; m + 2 <= M; m += 2) rows<Bits, G, 2, S>(w, a + m, y + m * ldy, ldy, n0, n1);
+  if (m < M) rows<Bits, G, 1, S>(w, a + m, y + m * ldy, ldy, n0, n1);
 }
 
 }  // namespace
@@ -349,10 +383,10 @@ void gemm_avx2_int4(const PackedMatrix& w, const QuantizedActivation* a, int64_t
   else int4_panels<false>(w, a, M, y, g0, g1);
 }
 
-void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t n0, int64_t n1) {
+void gemv_avx2_int8(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t ldy, int64_t n0, int64_t n1) {
   dispatch_groups(w, [&]<Groups G, typename S>() {
-    if (w.bits == 8) rows<8, G, S>(w, a, y, n0, n1);
-    else rows<4, G, S>(w, a, y, n0, n1);
+    if (w.bits == 8) token_groups<8, G, S>(w, a, M, y, ldy, n0, n1);
+    else token_groups<4, G, S>(w, a, M, y, ldy, n0, n1);
   });
 }
 

@@ -20,7 +20,7 @@ void quantize_activation(const PackedMatrix&, const float*, QuantizedActivation&
 void quantize_activation_avx2(const PackedMatrix&, const float*, QuantizedActivation&) {
   throw std::logic_error("the AVX2 int8 path does not exist on this CPU");
 }
-void gemv_avx2_int8(const PackedMatrix&, const QuantizedActivation&, float*, int64_t, int64_t) {
+void gemv_avx2_int8(const PackedMatrix&, const QuantizedActivation*, int64_t, float*, int64_t, int64_t, int64_t) {
   throw std::logic_error("the AVX2 int8 path does not exist on this CPU");
 }
 void gemm_avx2_int4(const PackedMatrix&, const QuantizedActivation*, int64_t, float*, int64_t, int64_t) {
