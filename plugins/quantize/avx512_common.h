@@ -1,8 +1,10 @@
 // Helpers shared by the AVX-512 translation units (qmatmul_avx512.cpp,
-// qmatmul_vnni.cpp), both built with -mavx512f. Internal linkage: each unit
+// qmatmul_vnni.cpp, qmatmul_amx.cpp), all built with -mavx512f. Internal linkage: each unit
 // keeps its own copy, compiled for its own flags.
 #pragma once
 #include <immintrin.h>
+
+#include <type_traits>
 
 #include "qmatmul.h"
 
@@ -25,6 +27,19 @@ inline float zero_point_term(const PackedMatrix& w, int64_t n, const float* sums
   const size_t at = static_cast<size_t>(n * w.group_stride);
   return w.negzp.empty() ? -w.symmetric_zero_point * dot_avx512(w.scales.data() + at, sums, w.n_groups)
                          : dot_avx512(w.negzp.data() + at, sums, w.n_groups);
+}
+
+// A panel's group-scale vector for one group: its 16 rows' scales, contiguous.
+template <typename S>
+inline __m512 panel_scales(const S* s) {
+  if constexpr (std::is_same_v<S, float>) return _mm512_loadu_ps(s);
+  else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+}
+
+template <typename S>
+const S* panel_scales_of(const PackedMatrix& w) {
+  if constexpr (std::is_same_v<S, float>) return w.panel_float_scales.data();
+  else return w.half_scales.data();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2Int8: return "avx2int8";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Avx512Amx: return "amx";
   }
   return "?";
 }
@@ -42,6 +43,7 @@ bool cpu_has(Isa isa) {
     case Isa::Avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
     case Isa::Avx512Vnni:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+    case Isa::Avx512Amx: return cpu_has(Isa::Avx512Vnni) && amx_granted();
   }
   return false;
 #else
@@ -64,11 +66,11 @@ bool isa_available(Isa isa) {
 Isa select_isa() {
   if (const char* forced = std::getenv("SWITCHYARD_QUANT_ISA"); forced && *forced) {
     auto isa = parse_isa(forced);
-    if (!isa) throw std::invalid_argument(std::string("SWITCHYARD_QUANT_ISA='") + forced + "': known paths are scalar, avx2, avx2int8, avx512, avx512vnni");
+    if (!isa) throw std::invalid_argument(std::string("SWITCHYARD_QUANT_ISA='") + forced + "': known paths are scalar, avx2, avx2int8, avx512, avx512vnni, amx");
     if (!isa_available(*isa)) throw std::invalid_argument(std::string("SWITCHYARD_QUANT_ISA=") + forced + ": this CPU does not have it");
     return *isa;
   }
-  for (Isa i : {Isa::Avx512Vnni, Isa::Avx2Int8, Isa::Avx512, Isa::Avx2})
+  for (Isa i : {Isa::Avx512Amx, Isa::Avx512Vnni, Isa::Avx2Int8, Isa::Avx512, Isa::Avx2})
     if (isa_available(i)) return i;
   return Isa::Scalar;
 }
@@ -87,7 +89,7 @@ bool PackedMatrix::fits_int8_activations() const {
 
 bool PackedMatrix::supports(Isa isa) const {
   auto fits = [&](int64_t width) { return n_groups == 1 || group % width == 0; };
-  if (isa != Isa::Scalar && panels != (isa == Isa::Avx512Vnni)) return false;  // the layout is the path's
+  if (isa != Isa::Scalar && panels != uses_panels(isa)) return false;  // the layout is the path's
   switch (isa) {
     case Isa::Scalar: return true;
     case Isa::Avx2: return fits(8);
@@ -95,7 +97,8 @@ bool PackedMatrix::supports(Isa isa) const {
     // Activation blocks (32) must not straddle weight groups; larger groups
     // are indexed by a shift.
     case Isa::Avx2Int8:
-    case Isa::Avx512Vnni: return fits_int8_activations();
+    case Isa::Avx512Vnni:
+    case Isa::Avx512Amx: return fits_int8_activations();
   }
   return false;
 }
@@ -185,7 +188,7 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
       }
     }
   }
-  if (for_isa == Isa::Avx512Vnni) {
+  if (uses_panels(for_isa)) {
     if (p.fits_int8_activations()) to_panels(p);
   }
   return p;
@@ -247,11 +250,11 @@ void gemv_scalar(const PackedMatrix& w, const float* x, const float* xsum, float
 
 bool rounds_activations(const PackedMatrix& w, Isa isa, int64_t M) {
   isa = usable(w, isa);
-  return isa == Isa::Avx512Vnni || (isa == Isa::Avx2Int8 && M < kGemmMinRows) || avx2_int4_tiles(w, isa, M);
+  return uses_panels(isa) || (isa == Isa::Avx2Int8 && M < kGemmMinRows) || avx2_int4_tiles(w, isa, M);
 }
 
 bool matches_single_token(const PackedMatrix& w, Isa isa, int64_t M) {
-  return M < kGemmMinRows || usable(w, isa) == Isa::Avx512Vnni;
+  return M < kGemmMinRows || uses_panels(usable(w, isa));
 }
 
 namespace {
@@ -270,7 +273,7 @@ std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const fl
     for (int64_t m = m0; m < m1; ++m) {
       std::copy(x + m * w.K, x + (m + 1) * w.K, xpad.begin());
       std::fill(xpad.begin() + w.K, xpad.end(), 0.f);
-      if (isa == Isa::Avx512Vnni) quantize_activation(w, xpad.data(), qa[static_cast<size_t>(m)]);
+      if (uses_panels(isa)) quantize_activation(w, xpad.data(), qa[static_cast<size_t>(m)]);
       else quantize_activation_avx2(w, xpad.data(), qa[static_cast<size_t>(m)]);
     }
   };
@@ -284,7 +287,7 @@ std::vector<QuantizedActivation>& quantized_rows(const PackedMatrix& w, const fl
 void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias, float* y, Isa isa, const ParallelFor& pf) {
   isa = usable(w, isa);
   const int64_t N = w.N, K = w.K;
-  if (isa == Isa::Avx512Vnni) {
+  if (uses_panels(isa)) {
     // Panels of 16 rows on VNNI, one token or many (prefill, a batch of
     // decodes, the k+1 rows of a speculative verification): every
     // activation row quantized once, every weight load serving up to 8
@@ -293,7 +296,10 @@ void qmatmul(const PackedMatrix& w, const float* x, int64_t M, const float* bias
     // the dispatch (as the GEMV below); several, 4 panels.
     const std::vector<QuantizedActivation>& qa = quantized_rows(w, x, M, isa, pf);
     const int64_t grain = M == 1 ? std::max<int64_t>(1, (1 << 16) / w.panel_bytes()) : 4;
-    pf(w.Np / 16, grain, [&](int64_t p0, int64_t p1) { gemm_avx512vnni(w, qa.data(), M, y, p0, p1); });
+    // From 16 tokens on AMX where granted: 16 x 16 x 32 tile products, the
+    // same bits.
+    auto* gemm = isa == Isa::Avx512Amx && M >= kGemmMinRows ? gemm_amx : gemm_avx512vnni;
+    pf(w.Np / 16, grain, [&](int64_t p0, int64_t p1) { gemm(w, qa.data(), M, y, p0, p1); });
   } else if (avx2_int4_tiles(w, isa, M)) {
     // Prefill on AVX2 without VNNI, int4: every activation row quantized
     // once, 8-row panels of int8 products (gemm_avx2_int4); a float tile

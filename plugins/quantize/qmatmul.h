@@ -24,10 +24,15 @@
 //               multiplied with vpdpbusd (u8 x s8 -> s32): the decode path of
 //               llama.cpp's Q8 dot products; error bounded by the activation
 //               rounding (one part in 254 of each block's largest value)
+//   amx         avx512vnni with its products of 16 or more tokens (prompts,
+//               large batches) on AMX tiles (tdpbsud, 16 tokens x 16 rows x
+//               32 codes a tile product), the same integer block sums and
+//               float steps, so the same bits; where the OS grants the
+//               tile state (arch_prctl)
 // Groups must not split an activation block (32) for the int8-activation
 // paths; other geometries fall back to the fp32-activation path below.
 // avx512vnni runs every token count through one panel tile (16 rows x 1-8
-// tokens), threaded over panels. The other paths: one token (decode) is a
+// tokens), threaded over panels (amx: 16-token AMX tiles from 16 tokens). The other paths: one token (decode) is a
 // GEMV per output row, threaded over output rows; 16 or more tokens
 // (prefill) dequantize 64-row tiles to fp32 and multiply with OpenBLAS
 // sgemm, so the dequantization is paid once per tile, not per token.
@@ -46,10 +51,14 @@ namespace sy_quant {
 // In order of preference (bench_qmatmul: the int8-activation paths read the
 // weights fastest); a geometry a path cannot run, or a path the CPU lacks,
 // goes to the one before it.
-enum class Isa { Scalar, Avx2, Avx512, Avx2Int8, Avx512Vnni };
-inline constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx2Int8, Isa::Avx512Vnni};
+// Avx512Amx is avx512vnni whose products of 16 tokens or more run on AMX
+// tiles (the same bits): it falls back to avx512vnni, the path before it.
+enum class Isa { Scalar, Avx2, Avx512, Avx2Int8, Avx512Vnni, Avx512Amx };
+inline constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx2Int8, Isa::Avx512Vnni, Isa::Avx512Amx};
+// The paths that stream a matrix in panels (PackedMatrix::panels).
+inline bool uses_panels(Isa isa) { return isa == Isa::Avx512Vnni || isa == Isa::Avx512Amx; }
 // The paths that quantize the activation row to int8 (QuantizedActivation).
-inline bool int8_activations(Isa isa) { return isa == Isa::Avx2Int8 || isa == Isa::Avx512Vnni; }
+inline bool int8_activations(Isa isa) { return isa == Isa::Avx2Int8 || uses_panels(isa); }
 // Whether a product of M rows on this path (after its geometry fallback)
 // runs on int8 activations: every M on VNNI (its GEMM too), the GEMV's few
 // rows on AVX2; fp32 activations otherwise.
@@ -84,7 +93,7 @@ struct PackedMatrix {
   std::vector<uint16_t> half_scales;
   std::vector<float> negzp;    // [N, group_stride]: -scale * zero_point; empty when symmetric
   float symmetric_zero_point = 0;
-  // Panels (the VNNI layout, pack(q, Isa::Avx512Vnni)): rows in groups of
+  // Panels (the VNNI layout, pack(q, Isa::Avx512Vnni or Avx512Amx)): rows in groups of
   // 16, N padded to Np. A panel stores, per 32-element block, the block's
   // codes of its 16 rows interleaved so that every 32-bit lane of a 64-byte
   // line is one row's consecutive codes: int8, 8 lines of 4 codes each;
@@ -195,6 +204,13 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
 // Panels [p0, p1) (rows 16 p0 .. 16 p1) of Y [M, w.N] for M quantized
 // activation rows, M >= 1: the decode GEMV and the multi-token tiles alike.
 void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t p0, int64_t p1);
+// The same product on AMX tiles for each 16 tokens (the rest through
+// gemm_avx512vnni): bit for bit gemm_avx512vnni's result. Only where
+// amx_granted().
+void gemm_amx(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t p0, int64_t p1);
+// Whether the CPU has AMX-INT8 and the OS lets this process use the tile
+// data (XCR0 and arch_prctl(ARCH_REQ_XCOMP_PERM)); asked once.
+bool amx_granted();
 void quantize_activation_avx2(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 // Rows [n0, n1) of Y (leading dimension ldy) for M quantized activation
 // rows: the AVX2 decode GEMV, each weight row's codes unpacked once for up

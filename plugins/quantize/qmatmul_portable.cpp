@@ -29,6 +29,10 @@ void gemm_avx2_int4(const PackedMatrix&, const QuantizedActivation*, int64_t, fl
 void gemm_avx512vnni(const PackedMatrix&, const QuantizedActivation*, int64_t, float*, int64_t, int64_t) {
   throw std::logic_error("the VNNI path does not exist on this CPU");
 }
+void gemm_amx(const PackedMatrix&, const QuantizedActivation*, int64_t, float*, int64_t, int64_t) {
+  throw std::logic_error("the AMX path does not exist on this CPU");
+}
+bool amx_granted() { return false; }
 void gemv_avx512vnni(const PackedMatrix&, const QuantizedActivation&, float*, int64_t, int64_t) {
   throw std::logic_error("the VNNI path does not exist on this CPU");
 }

@@ -43,19 +43,6 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
 
 namespace {
 
-// Panel p's group-scale vector for group g: 16 rows' scales, contiguous.
-template <typename S>
-inline __m512 panel_scales(const S* s) {
-  if constexpr (std::is_same_v<S, float>) return _mm512_loadu_ps(s);
-  else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
-}
-
-template <typename S>
-const S* panel_scales_of(const PackedMatrix& w) {
-  if constexpr (std::is_same_v<S, float>) return w.panel_float_scales.data();
-  else return w.half_scales.data();
-}
-
 // 16 rows (panel p) x T tokens. Per 32-block: the block's codes for the 16
 // rows (int8: 8 lines, int4: 4 lines unpacked to 8) stay in registers while
 // each token's 4-code groups are broadcast against them; C independent

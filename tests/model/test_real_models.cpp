@@ -81,7 +81,7 @@ bool kept_quantized(const std::string& model) { return model.find("int4") != std
 
 bool prompts_take_int8_tiles(const std::string& model) {
   const sy_quant::Isa isa = sy_quant::select_isa();
-  return isa == sy_quant::Isa::Avx512Vnni || (isa == sy_quant::Isa::Avx2Int8 && model.find("gguf-q4") != std::string::npos);
+  return sy_quant::uses_panels(isa) || (isa == sy_quant::Isa::Avx2Int8 && model.find("gguf-q4") != std::string::npos);
 }
 
 double tolerance(const std::string& model) {

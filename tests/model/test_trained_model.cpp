@@ -121,9 +121,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "base
 using TrainedModelQuantized = WithTrainedModel;
 TEST_F(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
   const sy_quant::Isa isa = sy_quant::select_isa();
-  const bool prompts_round = isa == sy_quant::Isa::Avx512Vnni || isa == sy_quant::Isa::Avx2Int8;
+  const bool prompts_round = sy_quant::int8_activations(isa);
   RecordProperty("quantized_matmul_path", sy_quant::isa_name(sy_quant::select_isa()));
-  const double bound = isa == sy_quant::Isa::Avx512Vnni ? 1.0 : prompts_round ? 2.0 : 1e-3;
+  const double bound = sy_quant::uses_panels(isa) ? 1.0 : prompts_round ? 2.0 : 1e-3;
   for (const char* profile : {"", "baseline"}) {
     auto s = Session::create(config(profile, false));
     int agree = 0, total = 0;

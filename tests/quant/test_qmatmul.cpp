@@ -58,7 +58,7 @@ void check(const Case& c, Isa isa, uint32_t seed) {
   if (c.fp32_scales)
     for (float& sc : q.scales) sc *= 1.0001f;
   PackedMatrix p = pack(q, isa);
-  ASSERT_EQ(p.panels, isa == Isa::Avx512Vnni && (q.n_blocks == 1 || c.group != 16)) << "the VNNI path's layout";
+  ASSERT_EQ(p.panels, uses_panels(isa) && (q.n_blocks == 1 || c.group != 16)) << "the VNNI path's layout";
   ASSERT_EQ(p.half_scales.empty(), q.n_blocks == 1 || c.fp32_scales) << "bits=" << c.bits << " group=" << c.group;
   auto wd = dequantize(q);
   std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
@@ -178,6 +178,44 @@ TEST(QMatMul, ATokensOutputIsTheSameBitsWhateverTheTokenCount) {
         }
   std::printf("%d (path, matrix, token count) combinations equal to single-token calls\n", compared);
   EXPECT_GT(compared, 0);
+}
+
+// The AMX tiles promise gemm_avx512vnni's bits, not only its bound: every
+// weight geometry the panels take (int8 and int4, symmetric, integer and
+// float zero points, per-row scales, groups of 32 and 128, fp16 and fp32
+// group scales), token counts that are and are not multiples of 16, and N
+// past a whole panel.
+TEST(QMatMul, AmxTilesGiveTheVnniPathsBits) {
+  if (!isa_available(Isa::Avx512Amx))
+    GTEST_SKIP() << "this CPU or OS does not grant AMX-INT8 tiles (amx_granted() is false)";
+  std::mt19937 rng(17);
+  int compared = 0;
+  for (int bits : {8, 4})
+    for (int zero : {0, 1, 2})  // symmetric, integer zero points, float zero points
+      for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{576, 203, 32}, {1536, 64, 128}, {300, 129, 64}, {256, 40, 0}})
+        for (bool fp32_scales : {false, true}) {
+          if (bits == 4 && group == 0) continue;
+          if (fp32_scales && group == 0) continue;
+          auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
+          QuantizedWeight q = quantize(w.data(), K, N, {bits, group, zero == 0, zero == 2});
+          if (fp32_scales)
+            for (float& sc : q.scales) sc *= 1.0001f;
+          PackedMatrix p = pack(q, Isa::Avx512Amx);
+          ASSERT_TRUE(p.panels);
+          for (int64_t M : {16, 31, 48, 70}) {
+            auto x = random_vector(static_cast<size_t>(M * K), rng);
+            std::vector<float> vnni(static_cast<size_t>(M * N)), amx(static_cast<size_t>(M * N));
+            qmatmul(p, x.data(), M, nullptr, vnni.data(), Isa::Avx512Vnni, two_threads);
+            qmatmul(p, x.data(), M, nullptr, amx.data(), Isa::Avx512Amx, two_threads);
+            for (int64_t i = 0; i < M * N; ++i)
+              ASSERT_EQ(0, std::memcmp(&amx[static_cast<size_t>(i)], &vnni[static_cast<size_t>(i)], sizeof(float)))
+                  << "bits " << bits << " zero " << zero << " K " << K << " N " << N << " group " << group << (fp32_scales ? " fp32 scales" : "")
+                  << " M " << M << " at (" << i / N << ", " << i % N << "): amx " << amx[static_cast<size_t>(i)] << ", avx512vnni "
+                  << vnni[static_cast<size_t>(i)];
+            ++compared;
+          }
+        }
+  std::printf("%d (matrix, token count) combinations: AMX tiles equal to the VNNI tiles bit for bit\n", compared);
 }
 
 // Where a prompt takes int8-activation tiles but a token alone the GEMV
