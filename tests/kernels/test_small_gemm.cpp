@@ -92,7 +92,9 @@ TEST(SmallGemm, ARowsResultDoesNotDependOnTheOtherRowsOrTheColumnSplit) {
     // B stored [K, N] goes past 16 rows on the SIMD builds (prompts): 40
     // rows are five register-tile groups on AVX-512, seven on AVX2, with
     // K over two panels (kPanelRows) and N over three (kPanelCols) plus a
-    // column short of a vector.
+    // column short of a vector. The tails below take every row count from
+    // 1 to 40: the one-pass form, the direct tile (6-8 rows on AVX-512, 6 on
+    // AVX2) and the packed tiles all meet the rows alone.
     const int64_t rows = tb || std::strcmp(name, "generic") == 0 ? kSmallGemmMaxRows : 40;
     const int64_t N = 1100, K = 203;
     const Problem p = make(rows, N, K, tb, 11);
