@@ -18,7 +18,15 @@ if [ "$missing" = 1 ]; then
     tar xzf "$SRC"/llama_cpp_python-*.tar.gz -C "$SRC"
     mv "$SRC"/llama_cpp_python-*/vendor/llama.cpp "$SRC/llama.cpp"
   fi
-  cmake -S "$SRC/llama.cpp" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  # On a CPU with AMX, GCC 12's native build of ggml's AMX kernels faults
+  # (it drops the stores to the tile configuration on the stack, and the
+  # first tile load is an illegal instruction): build those with clang.
+  COMPILERS=""
+  if grep -qw amx_int8 /proc/cpuinfo && command -v clang++-14 >/dev/null; then
+    COMPILERS="-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14"
+  fi
+  # shellcheck disable=SC2086
+  cmake -S "$SRC/llama.cpp" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF $COMPILERS \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >&2
   cmake --build "$BUILD" -j"${JOBS:-2}" --target $TARGETS >&2
 fi
