@@ -4,6 +4,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include <type_traits>
 
 #include "qmatmul.h"
@@ -40,6 +42,22 @@ template <typename S>
 const S* panel_scales_of(const PackedMatrix& w) {
   if constexpr (std::is_same_v<S, float>) return w.panel_float_scales.data();
   else return w.half_scales.data();
+}
+
+// One token's 16 outputs of panel p from its float accumulator: the row
+// scale (PerRowScale: one scale a row, applied once at the end), the zero
+// point term (asymmetric weights), a masked store of the panel's real rows.
+// The VNNI and AMX tiles both end here, so they round alike.
+template <bool PerRowScale, bool Fold, typename S>
+inline void store_panel_outputs(const PackedMatrix& w, int64_t p, __m512 acc, const S* scales, const float* group_sum, float* y) {
+  const int64_t n0 = p * 16, valid = std::min<int64_t>(16, w.N - n0);
+  if constexpr (PerRowScale) acc = _mm512_mul_ps(acc, panel_scales(scales));
+  if constexpr (!Fold) {
+    alignas(64) float zp[16] = {};
+    for (int64_t r = 0; r < valid; ++r) zp[r] = zero_point_term(w, n0 + r, group_sum);
+    acc = _mm512_add_ps(acc, _mm512_load_ps(zp));
+  }
+  _mm512_mask_storeu_ps(y + n0, static_cast<__mmask16>((1u << valid) - 1), acc);
 }
 
 }  // namespace

@@ -147,18 +147,7 @@ void panel_16_tokens(const PackedMatrix& w, const QuantizedActivation* a, const 
     accumulate_block<G, Fold>(last[0], x, blocks - 2, block_scales<G>(scales, blocks - 2, shift), acc);
     accumulate_block<G, Fold>(last[1], x, blocks - 1, block_scales<G>(scales, blocks - 1, shift), acc);
   }
-  const int64_t n0 = p * 16, valid = std::min<int64_t>(16, w.N - n0), ldy = w.N;
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
-  for (int t = 0; t < 16; ++t) {
-    __m512 out = acc[t];
-    if constexpr (G == Groups::PerRow) out = _mm512_mul_ps(out, panel_scales(scales));
-    if constexpr (!Fold) {
-      alignas(64) float zp[16] = {};
-      for (int64_t r = 0; r < valid; ++r) zp[r] = zero_point_term(w, n0 + r, a[t].group_sum.data());
-      out = _mm512_add_ps(out, _mm512_load_ps(zp));
-    }
-    _mm512_mask_storeu_ps(y + t * ldy + n0, mask, out);
-  }
+  for (int t = 0; t < 16; ++t) store_panel_outputs<G == Groups::PerRow, Fold>(w, p, acc[t], scales, a[t].group_sum.data(), y + t * w.N);
 }
 
 // An int4 panel's blocks unpacked to the int8 tile order (4 lines of 8

@@ -103,19 +103,8 @@ void panel_tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, i
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[0]), s, acc[t]);
     }
   }
-  const int64_t n0 = p * 16, valid = std::min<int64_t>(16, w.N - n0);
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    __m512 out = acc[t];
-    if constexpr (G == Groups::PerRow) out = _mm512_mul_ps(out, panel_scales(scales));
-    if constexpr (!Fold) {
-      alignas(64) float zp[16] = {};
-      for (int64_t r = 0; r < valid; ++r) zp[r] = zero_point_term(w, n0 + r, a[t].group_sum.data());
-      out = _mm512_add_ps(out, _mm512_load_ps(zp));
-    }
-    _mm512_mask_storeu_ps(y + t * ldy + n0, mask, out);
-  }
+  for (int t = 0; t < T; ++t) store_panel_outputs<G == Groups::PerRow, Fold>(w, p, acc[t], scales, a[t].group_sum.data(), y + t * ldy);
 }
 
 // Panels [p0, p1) for all M tokens: tiles of 8 tokens, then 4, 2 and 1
