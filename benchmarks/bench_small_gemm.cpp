@@ -1,8 +1,10 @@
 // fp32 products as decode (M = 1), speculative verification (M = k + 1),
 // batches and prompts (up to 256 rows) run them: the small-GEMM kernel per
 // instruction-set path against OpenBLAS (sgemv at M = 1, sgemm above), on
-// weight matrices larger than the caches (but the first), split over two
-// threads as the engine's pool does (--threads 1: one). The questions it
+// weights read from memory, as a model's are (each run takes the next of
+// enough copies to overflow the last-level cache: a repeated matrix sits in
+// an L3 of hundreds of MB on some servers and reads faster than memory),
+// split over two threads as the engine's pool does (--threads 1: one). The questions it
 // answers: does verifying k drafts cost about one decode step, and from
 // how many rows do the register tiles beat the one-pass form and OpenBLAS?
 // Prints a table (time, weight GB/s against the measured read bandwidth, and
@@ -16,12 +18,15 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <unistd.h>
 
 #include "bench/bench_runner.h"
 #include "kernel_timing.h"
+#include "base/tensor.h"
 #include "kernels/small_gemm.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -34,6 +39,14 @@ void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   sy::bench::two_threads(n, 0, fn, 32);
 }
 using sy::bench::best_seconds;
+
+// Bytes of weight copies a path cycles through: twice the last-level cache
+// (at least 256 MB, at most 2 GB), so every run reads its matrix from memory.
+int64_t rotation_bytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 <= 0) l3 = 64L << 20;
+  return std::clamp<int64_t>(2 * static_cast<int64_t>(l3), 256LL << 20, 2LL << 30);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,32 +64,45 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-12s %-9s %3s %10s %8s %8s %10s\n", "K x N", "path", "M", "us", "GB/s", "of bw", "x M=1");
   for (auto [K, N] : shapes) {
-    std::vector<float> w(static_cast<size_t>(K * N)), x(static_cast<size_t>(256 * K)),
-        y(static_cast<size_t>(256 * N));
-    for (auto& v : w) v = d(rng);
+    const int64_t copies = std::max<int64_t>(1, rotation_bytes() / (K * N * 4));
+    // On 2 MB pages, as the engine holds weights (host_alloc): on 4 KB
+    // pages the TLB, not the kernel, would set the few-row rates.
+    std::unique_ptr<float, decltype(&std::free)> weights(static_cast<float*>(sy::host_alloc(copies * K * N * 4, 64)), &std::free);
+    std::vector<float> x(static_cast<size_t>(256 * K)), y(static_cast<size_t>(256 * N));
+    for (int64_t i = 0; i < K * N; ++i) weights.get()[i] = d(rng);
+    for (int64_t c = 1; c < copies; ++c) std::copy_n(weights.get(), K * N, weights.get() + c * K * N);
     for (auto& v : x) v = d(rng);
+    // `w.data()`: the next copy, one per product (taken once, before the threads split it).
+    struct Rotation {
+      const float* all;
+      int64_t size, copies, next = 0;
+      const float* data() { return all + (next++ % copies) * size; }
+    } w{weights.get(), K * N, copies};
     std::vector<std::pair<std::string, std::function<void(int64_t)>>> paths;
     paths.emplace_back("openblas", [&](int64_t M) {
+      const float* wp = w.data();
       two_threads(N, [&](int64_t n0, int64_t n1) {
         if (M == 1)
-          cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(K), static_cast<int>(n1 - n0), 1.f, w.data() + n0, static_cast<int>(N),
+          cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(K), static_cast<int>(n1 - n0), 1.f, wp + n0, static_cast<int>(N),
                       x.data(), 1, 0.f, y.data() + n0, 1);
         else
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(M), static_cast<int>(n1 - n0), static_cast<int>(K), 1.f,
-                      x.data(), static_cast<int>(K), w.data() + n0, static_cast<int>(N), 0.f, y.data() + n0, static_cast<int>(N));
+                      x.data(), static_cast<int>(K), wp + n0, static_cast<int>(N), 0.f, y.data() + n0, static_cast<int>(N));
       });
     });
     for (const char* name : {"generic", "avx2", "avx512"})
       if (sy::SmallGemmFn fn = sy::small_gemm_build(name))
         paths.emplace_back(name, [&, fn](int64_t M) {
-          two_threads(N, [&](int64_t n0, int64_t n1) { fn(false, M, n0, n1, K, 1.f, x.data(), K, w.data(), N, 0.f, y.data(), N); });
+          const float* wp = w.data();
+          two_threads(N, [&](int64_t n0, int64_t n1) { fn(false, M, n0, n1, K, 1.f, x.data(), K, wp, N, 0.f, y.data(), N); });
         });
     // The same products with the weight stored transposed ([N, K], a dot
     // product per output): each thread streams whole contiguous rows.
     for (const char* name : {"avx2", "avx512"})
       if (sy::SmallGemmFn fn = sy::small_gemm_build(name))
         paths.emplace_back(std::string(name) + "-nt", [&, fn](int64_t M) {
-          two_threads(N, [&](int64_t n0, int64_t n1) { fn(true, M, n0, n1, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N); });
+          const float* wp = w.data();
+          two_threads(N, [&](int64_t n0, int64_t n1) { fn(true, M, n0, n1, K, 1.f, x.data(), K, wp, K, 0.f, y.data(), N); });
         });
     const double mb = static_cast<double>(K * N) * 4 / 1e6;
     for (auto& [name, run] : paths) {

@@ -53,12 +53,13 @@ std::vector<float> run(SmallGemmFn gemm, const Problem& p, int64_t M, const floa
 
 TEST(SmallGemm, MatchesADoublePrecisionReference) {
   std::printf("[small_gemm path: %s]\n", small_gemm_path());
-  // Column counts around the 512-column chunk and K around the 4-row and
-  // 16-lane steps, every row count the path takes.
+  // Column counts around the 512-column chunk and past the streamed
+  // panels' 1536, K around the 4-row, 16-lane and 16-row panel steps, every
+  // row count the path takes.
   for (auto [name, gemm] : builds())
   for (bool tb : {false, true})
     for (int64_t M = 1; M <= 24; ++M)  // every count to 16, and past it (register tiles on [K, N])
-      for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {33, 17}, {513, 66}, {1030, 131}, {97, 300}}) {
+      for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {33, 17}, {513, 66}, {1030, 131}, {97, 300}, {1700, 37}}) {
         const Problem p = make(M, N, K, tb, static_cast<uint32_t>(M * 1000 + N + K));
         const std::vector<float> C = run(gemm, p, M, p.A.data(), 1.f, 0.f);
         for (int64_t m = 0; m < M; ++m)
@@ -91,12 +92,13 @@ TEST(SmallGemm, ARowsResultDoesNotDependOnTheOtherRowsOrTheColumnSplit) {
   for (bool tb : {false, true}) {
     // B stored [K, N] goes past 16 rows on the SIMD builds (prompts): 40
     // rows are five register-tile groups on AVX-512, seven on AVX2, with
-    // K over two panels (kPanelRows) and N over three (kPanelCols) plus a
-    // column short of a vector. The tails below take every row count from
-    // 1 to 40: the one-pass form, the direct tile (6-8 rows on AVX-512, 6 on
-    // AVX2) and the packed tiles all meet the rows alone.
+    // K over two panels (kPanelRows) and N over four (kPanelCols), past
+    // the streamed panels' 1536 columns, plus a column short of a vector.
+    // The tails below take every row count from 1 to 40: the one-pass form
+    // (1-3 rows), the streamed panels (4-32) and the packed tiles all meet
+    // the rows alone.
     const int64_t rows = tb || std::strcmp(name, "generic") == 0 ? kSmallGemmMaxRows : 40;
-    const int64_t N = 1100, K = 203;
+    const int64_t N = 1700, K = 203;
     const Problem p = make(rows, N, K, tb, 11);
     const std::vector<float> all = run(gemm, p, rows, p.A.data(), 1.f, 0.f);
     for (int64_t m = 0; m < rows; ++m) {
