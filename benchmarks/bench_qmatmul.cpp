@@ -2,8 +2,8 @@
 // and GEMM (prefill) time, and the weight bytes streamed per second against
 // the machine's measured read bandwidth. As in a decode step, the weights
 // come from memory, not the caches: the GEMV cycles through copies of the
-// matrix that together exceed 256 MB. Prints a table, writes JSON (--out).
-//   bench_qmatmul [--k 4096] [--n 4096] [--threads 1|2] [--out F]
+// matrix that together exceed the last-level cache twice over. Prints a table, writes JSON (--out).
+//   bench_qmatmul [--k 4096] [--n 4096] [--threads 1|2] [--schemes int8,int4:32,...] [--paths avx512vnni,...] [--out F]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,8 +31,10 @@ void one_thread(int64_t n, int64_t, const std::function<void(int64_t, int64_t)>&
 int main(int argc, char** argv) {
   int64_t K = 4096, N = 4096, M_prefill = 128;
   int threads = 2;
-  std::string out = "bench-qmatmul.json";
+  std::string out = "bench-qmatmul.json", schemes = "int8,int4:32,int4-asym:32,int4:128", paths;  // paths: empty = every one this CPU has
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--schemes") && i + 1 < argc) schemes = argv[++i];
+    if (!std::strcmp(argv[i], "--paths") && i + 1 < argc) paths = argv[++i];
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     if (!std::strcmp(argv[i], "--k") && i + 1 < argc) K = std::atoll(argv[++i]);
     if (!std::strcmp(argv[i], "--n") && i + 1 < argc) N = std::atoll(argv[++i]);
@@ -51,14 +53,19 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-14s %-11s %10s %12s %10s %8s %13s %14s\n", "scheme", "path", "MB read", "GEMV us", "GB/s", "of bw", "batch8 tok/s",
               "GEMM128 tok/s");
-  for (const char* scheme : {"int8", "int4:32", "int4-asym:32", "int4:128"}) {
+  const auto listed = [](const std::string& list, const std::string& name) { return ("," + list + ",").find("," + name + ",") != std::string::npos; };
+  for (size_t from = 0; from <= schemes.size();) {
+    const size_t comma = std::min(schemes.find(',', from), schemes.size());
+    const std::string scheme_name = schemes.substr(from, comma - from);
+    from = comma + 1;
+    const char* scheme = scheme_name.c_str();
     QuantSpec spec = parse_scheme(scheme, 32);
     const QuantizedWeight q = quantize(w.data(), K, N, spec);
     for (Isa isa : kAllIsas) {
-      if (!isa_available(isa)) continue;
+      if (!isa_available(isa) || (!paths.empty() && !listed(paths, isa_name(isa)))) continue;
       PackedMatrix p = pack(q, isa);  // the path's own layout
       // Copies enough to leave the caches: each GEMV reads the next one.
-      std::vector<PackedMatrix> copies(static_cast<size_t>(std::max<int64_t>(1, (int64_t{256} << 20) / p.weight_bytes() + 1)), p);
+      std::vector<PackedMatrix> copies(static_cast<size_t>(std::max<int64_t>(1, sy::bench::weight_rotation_bytes() / p.weight_bytes() + 1)), p);
       const int reps = isa == Isa::Scalar ? 3 : 30;
       // A sweep over all the copies, per matrix; best of a few sweeps.
       const auto sweep = [&] {

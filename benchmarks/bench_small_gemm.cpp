@@ -22,11 +22,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-#include <unistd.h>
 
+#include "base/tensor.h"
 #include "bench/bench_runner.h"
 #include "kernel_timing.h"
-#include "base/tensor.h"
 #include "kernels/small_gemm.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -40,13 +39,6 @@ void two_threads(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
 }
 using sy::bench::best_seconds;
 
-// Bytes of weight copies a path cycles through: twice the last-level cache
-// (at least 256 MB, at most 2 GB), so every run reads its matrix from memory.
-int64_t rotation_bytes() {
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (l3 <= 0) l3 = 64L << 20;
-  return std::clamp<int64_t>(2 * static_cast<int64_t>(l3), 256LL << 20, 2LL << 30);
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,7 +56,7 @@ int main(int argc, char** argv) {
   nlohmann::json rows = nlohmann::json::array();
   std::printf("%-12s %-9s %3s %10s %8s %8s %10s\n", "K x N", "path", "M", "us", "GB/s", "of bw", "x M=1");
   for (auto [K, N] : shapes) {
-    const int64_t copies = std::max<int64_t>(1, rotation_bytes() / (K * N * 4));
+    const int64_t copies = std::max<int64_t>(1, sy::bench::weight_rotation_bytes() / (K * N * 4));
     // On 2 MB pages, as the engine holds weights (host_alloc): on 4 KB
     // pages the TLB, not the kernel, would set the few-row rates.
     std::unique_ptr<float, decltype(&std::free)> weights(static_cast<float*>(sy::host_alloc(copies * K * N * 4, 64)), &std::free);

@@ -1,11 +1,13 @@
 // Timing helpers shared by the kernel benchmarks (bench_qmatmul,
-// bench_small_gemm): the engine's two-thread split, and best-of-N timing.
+// bench_small_gemm): the engine's two-thread split, best-of-N timing, and
+// how many bytes of weight copies put a product's weights in memory.
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace sy::bench {
@@ -18,6 +20,17 @@ inline void two_threads(int64_t n, int64_t grain, const std::function<void(int64
   std::thread t([&] { fn(0, mid); });
   fn(mid, n);
   t.join();
+}
+
+// Bytes of weight copies a kernel benchmark cycles through so that every
+// product reads its matrix from memory, as a decode step does: twice the
+// last-level cache (at least 256 MB, at most 2 GB). A server's L3 may hold
+// hundreds of MB (480 MB on a Sapphire Rapids VM), where one repeated
+// matrix reads at 1.5x the memory rate.
+inline int64_t weight_rotation_bytes() {
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 <= 0) l3 = 64L << 20;
+  return std::clamp<int64_t>(2 * static_cast<int64_t>(l3), int64_t{256} << 20, int64_t{2} << 30);
 }
 
 // Best of reps: a shared machine's noise only ever adds time.
