@@ -1,6 +1,7 @@
 // Elementwise ONNX ops: arithmetic, comparison and logic with numpy
 // broadcasting, unary math, and Where.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <cstring>
 #include <type_traits>
@@ -74,6 +75,16 @@ T checked_int_div(T x, T y) {
 
 enum class Arith { Add, Sub, Mul, Div, Max, Min, Mod };
 
+// Integer Add, Sub and Mul wrap around as numpy's and onnxruntime's do; in
+// C++ a signed overflow is undefined (the fuzzer found 687865856 squared in
+// int32), so integers go through uint64 arithmetic, modular by definition,
+// and back (a modular conversion since C++20). Floats are left as they are.
+template <typename T, typename Op>
+T wrapping(T x, T y, Op op) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(op(static_cast<uint64_t>(x), static_cast<uint64_t>(y)));
+  else return static_cast<T>(op(x, y));
+}
+
 class ArithKernel : public Kernel {
  public:
   ArithKernel(Arith op, bool fmod) : op_(op), fmod_(fmod) {}
@@ -118,9 +129,9 @@ class ArithKernel : public Kernel {
         SY_THROW("arithmetic on bool tensors is not defined");
       } else {
         switch (op_) {
-          case Arith::Add: binary_typed<T, T>(ctx, [](T x, T y) { return static_cast<T>(x + y); }); break;
-          case Arith::Sub: binary_typed<T, T>(ctx, [](T x, T y) { return static_cast<T>(x - y); }); break;
-          case Arith::Mul: binary_typed<T, T>(ctx, [](T x, T y) { return static_cast<T>(x * y); }); break;
+          case Arith::Add: binary_typed<T, T>(ctx, [](T x, T y) { return wrapping<T>(x, y, std::plus<>()); }); break;
+          case Arith::Sub: binary_typed<T, T>(ctx, [](T x, T y) { return wrapping<T>(x, y, std::minus<>()); }); break;
+          case Arith::Mul: binary_typed<T, T>(ctx, [](T x, T y) { return wrapping<T>(x, y, std::multiplies<>()); }); break;
           case Arith::Div: binary_typed<T, T>(ctx, [](T x, T y) { return static_cast<T>(checked_int_div(x, y)); }); break;
           case Arith::Max: binary_typed<T, T>(ctx, [](T x, T y) { return x > y ? x : y; }); break;
           case Arith::Min: binary_typed<T, T>(ctx, [](T x, T y) { return x < y ? x : y; }); break;
