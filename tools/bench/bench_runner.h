@@ -46,7 +46,7 @@ void compute_serving_metrics(BenchResult& r, const Workload& w);
 
 // Memory-read bandwidth (GB/s), measured the way a decode step reads its
 // weights: `threads` threads each summing their share of a 1 GiB buffer
-// (far past the caches); best of a few runs.
+// (twice the largest L3 met so far) on 2 MB pages; best of a few runs.
 double measure_read_bandwidth_gbs(int threads);
 
 // `progress`: draw a progress bar on stderr.
