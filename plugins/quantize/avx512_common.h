@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-
 #include <type_traits>
 
 #include "qmatmul.h"
