@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "qmatmul.h"
@@ -17,7 +18,9 @@ namespace {
 
 // PerRow: one scale per output row (applied once at the end). Of32: one per
 // 32-block. Pow2: a power-of-two group of 64 or more (indexed by a shift).
-enum class Groups { PerRow, Of32, Pow2 };
+// Of16: two per 32-block (the 16-element sub-blocks of Q6_K, Q3_K and
+// Q2_K), only in the VNNI panels (PackedMatrix::fits_panels).
+enum class Groups { PerRow, Of32, Pow2, Of16 };
 
 // Group scales are read as floats or as halves (PackedMatrix::half_scales).
 inline float scale_value(float s) { return s; }
@@ -38,9 +41,17 @@ inline int32_t four_codes(const int8_t* q) {
 }
 
 // Calls kernel.template operator()<G, S>() for w's geometry and scale width.
-template <typename Kernel>
+// Groups of 16 only where the kernel takes them (WithOf16).
+template <bool WithOf16 = false, typename Kernel>
 void dispatch_groups(const PackedMatrix& w, Kernel&& kernel) {
-  if (w.n_groups == 1) kernel.template operator()<Groups::PerRow, float>();
+  if (w.n_groups > 1 && w.group == 16) {
+    if constexpr (WithOf16) {
+      if (w.half_scales.empty()) kernel.template operator()<Groups::Of16, float>();
+      else kernel.template operator()<Groups::Of16, uint16_t>();
+    } else {
+      throw std::logic_error("qmatmul: groups of 16 reached a kernel without them (PackedMatrix::supports)");
+    }
+  } else if (w.n_groups == 1) kernel.template operator()<Groups::PerRow, float>();
   else if (w.group == 32 && w.half_scales.empty()) kernel.template operator()<Groups::Of32, float>();
   else if (w.group == 32) kernel.template operator()<Groups::Of32, uint16_t>();
   else if (w.half_scales.empty()) kernel.template operator()<Groups::Pow2, float>();

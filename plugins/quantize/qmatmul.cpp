@@ -96,9 +96,9 @@ bool PackedMatrix::supports(Isa isa) const {
     case Isa::Avx512: return fits(16);
     // Activation blocks (32) must not straddle weight groups; larger groups
     // are indexed by a shift.
-    case Isa::Avx2Int8:
+    case Isa::Avx2Int8: return fits_int8_activations();
     case Isa::Avx512Vnni:
-    case Isa::Avx512Amx: return fits_int8_activations();
+    case Isa::Avx512Amx: return fits_panels();
   }
   return false;
 }
@@ -189,7 +189,7 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
     }
   }
   if (uses_panels(for_isa)) {
-    if (p.fits_int8_activations()) to_panels(p);
+    if (p.fits_panels()) to_panels(p);
   }
   return p;
 }

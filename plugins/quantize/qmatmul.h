@@ -37,6 +37,7 @@
 // (prefill) dequantize 64-row tiles to fp32 and multiply with OpenBLAS
 // sgemm, so the dequantization is paid once per tile, not per token.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -132,8 +133,11 @@ struct PackedMatrix {
   // Which paths can run this geometry (groups must not split a SIMD vector).
   bool supports(Isa isa) const;
   // Groups whole in the int8-activation paths' 32-element blocks (or one
-  // group per row): what avx2int8 and the VNNI panels need.
+  // group per row): what avx2int8 needs.
   bool fits_int8_activations() const;
+  // What the VNNI panels take: those, and groups of 16 (two scales per
+  // 32-block: the K-quants' 16-element sub-blocks).
+  bool fits_panels() const { return fits_int8_activations() || (n_groups > 1 && group == 16); }
 };
 
 // Packs for the path that will run it: panels for avx512vnni (when the
@@ -174,8 +178,9 @@ struct QuantizedActivation {
   // product of those 4 codes, so it comes out as dot(code - z, q) and the
   // zero point costs nothing per row. Empty for asymmetric weights.
   std::vector<int32_t> zero_start;
-  // The same start values summed per 32-block [Kp / 32] (the panel kernels).
-  std::vector<int32_t> block_zero;
+  // The same start values summed per 32-block [Kp / 32] (the panel kernels)
+  // and per 16-element half block [Kp / 16] (groups of 16).
+  std::vector<int32_t> block_zero, half_zero;
 };
 // Whether the kernels fold the zero point into the dot products (above).
 inline bool folds_zero_point(const PackedMatrix& w) { return w.negzp.empty(); }
@@ -186,7 +191,7 @@ inline int64_t size_activation(const PackedMatrix& w, QuantizedActivation& a) {
   a.scale16.resize(static_cast<size_t>(blocks / 2 * 16));
   a.group_sum.assign(static_cast<size_t>(w.n_groups), 0.f);
   a.zero_start.clear();
-  return w.n_groups == 1 ? blocks : w.group / 32;
+  return w.n_groups == 1 ? blocks : std::max<int64_t>(1, w.group / 32);
 }
 // block_zero from zero_start (symmetric weights): the panel kernels' start
 // values, one per 32-block. The VNNI quantizer fills it for every row; on
@@ -194,11 +199,13 @@ inline int64_t size_activation(const PackedMatrix& w, QuantizedActivation& a) {
 inline void fill_block_zero(QuantizedActivation& a) {
   const size_t blocks = a.zero_start.size() / 8;
   a.block_zero.resize(blocks);
-  for (size_t b = 0; b < blocks; ++b) {
+  a.half_zero.resize(2 * blocks);
+  for (size_t h = 0; h < 2 * blocks; ++h) {
     int32_t z = 0;
-    for (size_t j = 0; j < 8; ++j) z += a.zero_start[b * 8 + j];
-    a.block_zero[b] = z;
+    for (size_t j = 0; j < 4; ++j) z += a.zero_start[h * 4 + j];
+    a.half_zero[h] = z;
   }
+  for (size_t b = 0; b < blocks; ++b) a.block_zero[b] = a.half_zero[2 * b] + a.half_zero[2 * b + 1];
 }
 void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivation& a);
 // Panels [p0, p1) (rows 16 p0 .. 16 p1) of Y [M, w.N] for M quantized

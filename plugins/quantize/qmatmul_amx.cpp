@@ -213,7 +213,8 @@ void gemm_amx(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, fl
   // int4 panels are unpacked once per panel per call: with one group of 16
   // tokens that costs more than the tiles save (2048 x 2048, 1 thread: 16
   // tokens 180 GMAC/s on AMX against 202 on VNNI, 48 tokens 236 against 201).
-  const int64_t groups = w.bits == 4 && M < 32 ? 0 : M / 16;
+  // Groups of 16 (two scales a block) have no tile form: VNNI, the same bits.
+  const int64_t groups = (w.bits == 4 && M < 32) || (w.n_groups > 1 && w.group == 16) ? 0 : M / 16;
   const bool fold = folds_zero_point(w);
   if (groups > 0) {
     dispatch_groups(w, [&]<Groups G, typename S>() {

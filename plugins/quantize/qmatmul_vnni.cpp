@@ -25,8 +25,13 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
     __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q.data() + b * 32), _mm512_cvtsepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(a.q.data() + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
-    const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     std::fill_n(a.scale16.data() + (b / 2) * 16 + (b % 2) * 8, 8, scale);
+    if (w.n_groups > 1 && w.group == 16) {  // two groups a block: q0 and q1
+      a.group_sum[static_cast<size_t>(std::min(2 * b, w.n_groups - 1))] += scale * static_cast<float>(_mm512_reduce_add_epi32(q0));
+      a.group_sum[static_cast<size_t>(std::min(2 * b + 1, w.n_groups - 1))] += scale * static_cast<float>(_mm512_reduce_add_epi32(q1));
+      continue;
+    }
+    const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     a.group_sum[static_cast<size_t>(std::min(b / blocks_per_group, w.n_groups - 1))] += scale * static_cast<float>(sum);
   }
   if (folds_zero_point(w)) {
@@ -42,6 +47,35 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
 }
 
 namespace {
+
+// One 32-block of a panel whose groups are 16 codes: the block's first four
+// code lines (codes 0-15) and last four (16-31) sum in chains of their own,
+// each converted and scaled by its group's scales. A lone token keeps two
+// chains a half for the vpdpbusd latency.
+template <bool Fold, int T>
+inline void half_groups(const __m512i (&wv)[8], __m512 ws_lo, __m512 ws_hi, const QuantizedActivation* a, int64_t b, __m512 (&acc)[T]) {
+  constexpr int C = T == 1 ? 2 : 1;  // chains per half
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const int8_t* xq = a[t].q.data() + b * 32;
+    __m512i lo[C], hi[C];
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm512_setzero_si512();
+    if constexpr (Fold) {
+      lo[0] = _mm512_set1_epi32(a[t].half_zero[static_cast<size_t>(2 * b)]);
+      hi[0] = _mm512_set1_epi32(a[t].half_zero[static_cast<size_t>(2 * b + 1)]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      lo[i % C] = _mm512_dpbusd_epi32(lo[i % C], wv[i], _mm512_set1_epi32(four_codes(xq + 4 * i)));
+      hi[i % C] = _mm512_dpbusd_epi32(hi[i % C], wv[4 + i], _mm512_set1_epi32(four_codes(xq + 16 + 4 * i)));
+    }
+    if constexpr (C == 2) lo[0] = _mm512_add_epi32(lo[0], lo[1]), hi[0] = _mm512_add_epi32(hi[0], hi[1]);
+    const __m512 s = _mm512_set1_ps(a[t].scale16[static_cast<size_t>((b / 2) * 16 + (b % 2) * 8)]);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[0]), _mm512_mul_ps(s, ws_lo), acc[t]);
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[0]), _mm512_mul_ps(s, ws_hi), acc[t]);
+  }
+}
 
 // 16 rows (panel p) x T tokens. Per 32-block: the block's codes for the 16
 // rows (int8: 8 lines, int4: 4 lines unpacked to 8) stay in registers while
@@ -84,6 +118,10 @@ void panel_tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, i
         wv[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       }
     }
+    if constexpr (G == Groups::Of16) {
+      half_groups<Fold, T>(wv, panel_scales(scales + 2 * b * 16), panel_scales(scales + (2 * b + 1) * 16), a, b, acc);
+      continue;
+    }
     __m512 ws = _mm512_set1_ps(1.f);
     if constexpr (G == Groups::Of32) ws = panel_scales(scales + b * 16);
     else if constexpr (G == Groups::Pow2) ws = panel_scales(scales + (b >> shift) * 16);
@@ -125,7 +163,7 @@ void panels(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, floa
 
 void gemm_avx512vnni(const PackedMatrix& w, const QuantizedActivation* a, int64_t M, float* y, int64_t p0, int64_t p1) {
   const bool fold = folds_zero_point(w);
-  dispatch_groups(w, [&]<Groups G, typename S>() {
+  dispatch_groups<true>(w, [&]<Groups G, typename S>() {
     if (w.bits == 8 && fold) panels<8, G, true, S>(w, a, M, y, p0, p1);
     else if (w.bits == 8) panels<8, G, false, S>(w, a, M, y, p0, p1);
     else if (fold) panels<4, G, true, S>(w, a, M, y, p0, p1);

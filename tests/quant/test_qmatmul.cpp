@@ -58,7 +58,7 @@ void check(const Case& c, Isa isa, uint32_t seed) {
   if (c.fp32_scales)
     for (float& sc : q.scales) sc *= 1.0001f;
   PackedMatrix p = pack(q, isa);
-  ASSERT_EQ(p.panels, uses_panels(isa) && (q.n_blocks == 1 || c.group != 16)) << "the VNNI path's layout";
+  ASSERT_EQ(p.panels, uses_panels(isa)) << "the VNNI path's layout (groups of 16 included)";
   ASSERT_EQ(p.half_scales.empty(), q.n_blocks == 1 || c.fp32_scales) << "bits=" << c.bits << " group=" << c.group;
   auto wd = dequantize(q);
   std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
@@ -157,7 +157,7 @@ TEST(QMatMul, ATokensOutputIsTheSameBitsWhateverTheTokenCount) {
   for (Isa isa : paths())
     for (int bits : {8, 4})
       for (bool sym : {true, false})
-        for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{768, 200, 32}, {300, 129, 64}, {512, 96, 0}}) {
+        for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{768, 200, 32}, {300, 129, 64}, {512, 96, 0}, {576, 70, 16}}) {
           if (bits == 4 && group == 0) group = 32;
           auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
           PackedMatrix p = pack(quantize(w.data(), K, N, {bits, group, sym}), isa);
@@ -192,7 +192,7 @@ TEST(QMatMul, AmxTilesGiveTheVnniPathsBits) {
   int compared = 0;
   for (int bits : {8, 4})
     for (int zero : {0, 1, 2})  // symmetric, integer zero points, float zero points
-      for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{576, 203, 32}, {1536, 64, 128}, {300, 129, 64}, {256, 40, 0}})
+      for (auto [K, N, group] : {std::tuple<int64_t, int64_t, int64_t>{576, 203, 32}, {1536, 64, 128}, {300, 129, 64}, {256, 40, 0}, {512, 33, 16}})
         for (bool fp32_scales : {false, true}) {
           if (bits == 4 && group == 0) continue;
           if (fp32_scales && group == 0) continue;
@@ -257,7 +257,7 @@ TEST(QMatMul, PromptTilesAgreeWithTheSingleTokenPathToFloatRounding) {
 TEST(QMatMul, Int8ActivationBuildsQuantizeAsTheReferenceSays) {
   std::mt19937 rng(5);
   int builds = 0;
-  for (int64_t group : {int64_t{0}, int64_t{32}, int64_t{128}}) {
+  for (int64_t group : {int64_t{0}, int64_t{16}, int64_t{32}, int64_t{128}}) {
     const int64_t K = 700, N = 8;
     auto w = random_vector(static_cast<size_t>(K * N), rng, 0.05f);
     PackedMatrix p = pack(quantize(w.data(), K, N, {8, group, true}));
@@ -278,21 +278,30 @@ TEST(QMatMul, Int8ActivationBuildsQuantizeAsTheReferenceSays) {
       for (int64_t k = 4 * j; k < 4 * j + 4; ++k) sum += q[static_cast<size_t>(k)];
       zero_start[static_cast<size_t>(j)] = -static_cast<int32_t>(p.symmetric_zero_point) * sum;
     }
+    // Per group: each of its 32-blocks' (in groups of 16, half blocks')
+    // code sum times the block's scale.
     std::vector<float> group_sum(static_cast<size_t>(p.n_groups), 0.f);
-    const int64_t per_group = p.n_groups == 1 ? p.Kp / 32 : p.group / 32;
-    for (int64_t b = 0; b < p.Kp / 32; ++b) {
-      int32_t sum = 0;
-      for (int64_t k = b * 32; k < b * 32 + 32; ++k) sum += q[static_cast<size_t>(k)];
-      group_sum[static_cast<size_t>(std::min(b / per_group, p.n_groups - 1))] += scale[static_cast<size_t>(b)] * static_cast<float>(sum);
-    }
+    const bool halves = p.n_groups > 1 && p.group == 16;
+    for (int64_t b = 0; b < p.Kp / 32; ++b)
+      for (int64_t h = 0; h < (halves ? 2 : 1); ++h) {
+        const int64_t k0 = b * 32 + h * 16, k1 = halves ? k0 + 16 : k0 + 32;
+        int32_t sum = 0;
+        for (int64_t k = k0; k < k1; ++k) sum += q[static_cast<size_t>(k)];
+        const int64_t g = p.n_groups == 1 ? 0 : halves ? 2 * b + h : b / (p.group / 32);
+        group_sum[static_cast<size_t>(std::min(g, p.n_groups - 1))] += scale[static_cast<size_t>(b)] * static_cast<float>(sum);
+      }
+    std::vector<int32_t> half_zero(static_cast<size_t>(p.Kp / 16));
+    for (size_t h = 0; h < half_zero.size(); ++h)
+      half_zero[h] = zero_start[4 * h] + zero_start[4 * h + 1] + zero_start[4 * h + 2] + zero_start[4 * h + 3];
     for (Isa isa : {Isa::Avx2Int8, Isa::Avx512Vnni}) {
-      if (!isa_available(isa)) continue;
+      if (!isa_available(isa) || (isa == Isa::Avx2Int8 && group == 16)) continue;  // avx2int8 has no groups of 16
       ++builds;
       QuantizedActivation a;
       if (isa == Isa::Avx512Vnni) quantize_activation(p, x.data(), a);
       else quantize_activation_avx2(p, x.data(), a);
       EXPECT_EQ(a.q, q) << isa_name(isa) << " group " << group;
       EXPECT_EQ(a.zero_start, zero_start) << isa_name(isa) << " group " << group;
+      if (isa == Isa::Avx512Vnni) EXPECT_EQ(a.half_zero, half_zero) << "the groups of 16's start values";
       ASSERT_EQ(a.group_sum.size(), group_sum.size());
       for (size_t g = 0; g < group_sum.size(); ++g) EXPECT_FLOAT_EQ(a.group_sum[g], group_sum[g]) << isa_name(isa) << " group " << group;
       for (int64_t b = 0; b < p.Kp / 32; ++b)
@@ -300,7 +309,7 @@ TEST(QMatMul, Int8ActivationBuildsQuantizeAsTheReferenceSays) {
     }
   }
   // The log says which builds this machine checked (scalar-only CPUs have none).
-  std::printf("int8-activation quantizers checked: %d of 6 (build x group)\n", builds);
+  std::printf("int8-activation quantizers checked: %d of 7 (build x group)\n", builds);
 }
 
 TEST(QuantFormat, RoundTripErrorIsAtMostHalfAStep) {
