@@ -45,16 +45,19 @@ const S* panel_scales_of(const PackedMatrix& w) {
 
 // One token's 16 outputs of panel p from its float accumulator: the row
 // scale (PerRowScale: one scale a row, applied once at the end), the zero
-// point term (asymmetric weights), a masked store of the panel's real rows.
-// The VNNI and AMX tiles both end here, so they round alike.
+// point term (asymmetric weights: the panel's -scale * zero point of each
+// group, 16 rows a vector, times the activation's group sums), a masked
+// store of the panel's real rows. The VNNI and AMX tiles both end here, so
+// they round alike.
 template <bool PerRowScale, bool Fold, typename S>
 inline void store_panel_outputs(const PackedMatrix& w, int64_t p, __m512 acc, const S* scales, const float* group_sum, float* y) {
   const int64_t n0 = p * 16, valid = std::min<int64_t>(16, w.N - n0);
   if constexpr (PerRowScale) acc = _mm512_mul_ps(acc, panel_scales(scales));
   if constexpr (!Fold) {
-    alignas(64) float zp[16] = {};
-    for (int64_t r = 0; r < valid; ++r) zp[r] = zero_point_term(w, n0 + r, group_sum);
-    acc = _mm512_add_ps(acc, _mm512_load_ps(zp));
+    const float* negzp = w.negzp.data() + p * w.group_stride * 16;
+    __m512 z = _mm512_setzero_ps();
+    for (int64_t g = 0; g < w.n_groups; ++g) z = _mm512_fmadd_ps(_mm512_loadu_ps(negzp + g * 16), _mm512_set1_ps(group_sum[g]), z);
+    acc = _mm512_add_ps(acc, z);
   }
   _mm512_mask_storeu_ps(y + n0, static_cast<__mmask16>((1u << valid) - 1), acc);
 }

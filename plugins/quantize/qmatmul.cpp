@@ -134,6 +134,10 @@ void to_panels(PackedMatrix& p) {
   } else {
     reorder(p.scales, p.panel_float_scales);
   }
+  if (!p.negzp.empty()) {  // the zero-point terms are summed a panel at a time
+    std::vector<float> rows = std::move(p.negzp);
+    reorder(rows, p.negzp);
+  }
   p.codes = std::move(panel);
   p.panels = true;
 }

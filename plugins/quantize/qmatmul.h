@@ -92,7 +92,7 @@ struct PackedMatrix {
   // groups and every scale is an fp16 value (the quantize pass makes them
   // so): what the int8-activation kernels read, 2 bytes per group.
   std::vector<uint16_t> half_scales;
-  std::vector<float> negzp;    // [N, group_stride]: -scale * zero_point; empty when symmetric
+  std::vector<float> negzp;    // [N, group_stride] (panels: [Np / 16, group_stride, 16]): -scale * zero_point; empty when symmetric
   float symmetric_zero_point = 0;
   // Panels (the VNNI layout, pack(q, Isa::Avx512Vnni or Avx512Amx)): rows in groups of
   // 16, N padded to Np. A panel stores, per 32-element block, the block's
@@ -113,7 +113,8 @@ struct PackedMatrix {
   // -scale * zero_point of row n, group g.
   float negzp_at(int64_t n, int64_t g) const {
     const size_t i = static_cast<size_t>(n * group_stride + g);
-    return negzp.empty() ? -symmetric_zero_point * scales[i] : negzp[i];
+    if (negzp.empty()) return -symmetric_zero_point * scales[i];
+    return panels ? negzp[static_cast<size_t>(((n / 16) * group_stride + g) * 16 + n % 16)] : negzp[i];
   }
   // The code of row n, element k, from the packed layout.
   int code(int64_t n, int64_t k) const {
