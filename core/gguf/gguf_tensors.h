@@ -7,7 +7,9 @@
 //    maps onto it without requantizing: Q8_0 and Q4_0 exactly (codes moved,
 //    fp16 scales kept), Q4_1 with its min carried as a float zero point
 //    (w = (q - zp) * d with zp = -m / d; the kernel's -d * zp is m within
-//    one rounding).
+//    one rounding); Q5_0, Q5_1 and the K-quants over their own sub-blocks
+//    (16 or 32 codes of 4 or 8 bits, the sub-block's scale in float32, its
+//    min as a float zero point the same way).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -28,8 +30,8 @@ struct BlockQuant {
   std::vector<float> scales;              // [N * K / block]
   std::vector<float> float_zero_points;   // [N * K / block]; empty: symmetric (zero point 2^(bits-1))
 };
-// nullopt when the type has no exact block form (F32, F16, the K-quants,
-// Q5_*), or a Q4_1 block with scale 0 and a nonzero min.
+// nullopt when the type has no block form (F32, F16, BF16, Q8_1, Q8_K) or
+// a block with scale 0 and a nonzero min (no (q - zp) * s form).
 std::optional<BlockQuant> to_block_quant(const TensorInfo& t, const std::vector<uint8_t>& raw);
 
 }  // namespace sy::gguf
