@@ -113,7 +113,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, TrainedModel, ::testing::Values("default", "base
 // On AVX-512 VNNI machines every token count takes the int8-activation
 // tiles (a token's outputs are the same bits in any batch), prompts too:
 // measured there, the top-64 logits within 0.67 of the reference and the
-// top-1 token on 4 of the 6 prompts (both profiles); bounds 1.0 and 4.
+// top-1 token on 4 of the 6 prompts (both profiles). That figure is one
+// draw of the activation rounding: summing the zero-point terms in three
+// other float orders (per panel, 2026-12-07) gave 1.47, 1.66 and under 1.0,
+// top-1 on 4-6 of 6, while `eval` on 2048 tokens of GPL-3 moved only
+// within 18.25-18.34 perplexity and 2.93-3.04e-3 KL; bounds 2.0 and 4.
 // On AVX2 machines without VNNI the int4 prompts take int8-activation tiles
 // (their int8 matrices the float GEMM): measured on a Zen 2, within 0.69
 // (default profile) and 1.32 (baseline) of the reference, top-1 on 5 of 6;
@@ -123,7 +127,7 @@ TEST_F(TrainedModelQuantized, LogitsStayWithinTheMeasuredBound) {
   const sy_quant::Isa isa = sy_quant::select_isa();
   const bool prompts_round = sy_quant::int8_activations(isa);
   RecordProperty("quantized_matmul_path", sy_quant::isa_name(sy_quant::select_isa()));
-  const double bound = sy_quant::uses_panels(isa) ? 1.0 : prompts_round ? 2.0 : 1e-3;
+  const double bound = prompts_round ? 2.0 : 1e-3;
   for (const char* profile : {"", "baseline"}) {
     auto s = Session::create(config(profile, false));
     int agree = 0, total = 0;
