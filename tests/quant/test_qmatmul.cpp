@@ -301,7 +301,9 @@ TEST(QMatMul, Int8ActivationBuildsQuantizeAsTheReferenceSays) {
       else quantize_activation_avx2(p, x.data(), a);
       EXPECT_EQ(a.q, q) << isa_name(isa) << " group " << group;
       EXPECT_EQ(a.zero_start, zero_start) << isa_name(isa) << " group " << group;
-      if (isa == Isa::Avx512Vnni) EXPECT_EQ(a.half_zero, half_zero) << "the groups of 16's start values";
+      if (isa == Isa::Avx512Vnni) {  // braces: EXPECT_EQ expands to an if/else
+        EXPECT_EQ(a.half_zero, half_zero) << "the groups of 16's start values";
+      }
       ASSERT_EQ(a.group_sum.size(), group_sum.size());
       for (size_t g = 0; g < group_sum.size(); ++g) EXPECT_FLOAT_EQ(a.group_sum[g], group_sum[g]) << isa_name(isa) << " group " << group;
       for (int64_t b = 0; b < p.Kp / 32; ++b)
