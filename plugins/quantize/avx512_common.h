@@ -37,10 +37,10 @@ inline __m512 panel_scales(const S* s) {
   else return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
 }
 
+// The panel-order scales behind the codes (PackedMatrix::panel_scales_at).
 template <typename S>
 const S* panel_scales_of(const PackedMatrix& w) {
-  if constexpr (std::is_same_v<S, float>) return w.panel_float_scales.data();
-  else return w.half_scales.data();
+  return reinterpret_cast<const S*>(w.codes.data() + w.panel_scales_at);
 }
 
 // One token's 16 outputs of panel p from its float accumulator: the row

@@ -22,7 +22,7 @@ namespace {
 // Q2_K), only in the VNNI panels (PackedMatrix::fits_panels).
 enum class Groups { PerRow, Of32, Pow2, Of16 };
 
-// Group scales are read as floats or as halves (PackedMatrix::half_scales).
+// Group scales are read as floats or as halves (PackedMatrix::half).
 inline float scale_value(float s) { return s; }
 inline float scale_value(uint16_t s) { return _cvtsh_ss(s); }
 
@@ -46,15 +46,15 @@ template <bool WithOf16 = false, typename Kernel>
 void dispatch_groups(const PackedMatrix& w, Kernel&& kernel) {
   if (w.n_groups > 1 && w.group == 16) {
     if constexpr (WithOf16) {
-      if (w.half_scales.empty()) kernel.template operator()<Groups::Of16, float>();
+      if (!w.half) kernel.template operator()<Groups::Of16, float>();
       else kernel.template operator()<Groups::Of16, uint16_t>();
     } else {
       throw std::logic_error("qmatmul: groups of 16 reached a kernel without them (PackedMatrix::supports)");
     }
   } else if (w.n_groups == 1) kernel.template operator()<Groups::PerRow, float>();
-  else if (w.group == 32 && w.half_scales.empty()) kernel.template operator()<Groups::Of32, float>();
+  else if (w.group == 32 && !w.half) kernel.template operator()<Groups::Of32, float>();
   else if (w.group == 32) kernel.template operator()<Groups::Of32, uint16_t>();
-  else if (w.half_scales.empty()) kernel.template operator()<Groups::Pow2, float>();
+  else if (!w.half) kernel.template operator()<Groups::Pow2, float>();
   else kernel.template operator()<Groups::Pow2, uint16_t>();
 }
 

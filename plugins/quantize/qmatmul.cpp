@@ -76,9 +76,9 @@ Isa select_isa() {
 }
 
 int64_t PackedMatrix::weight_bytes() const {
-  const size_t scale_bytes = !half_scales.empty()        ? half_scales.size() * sizeof(uint16_t)
-                             : !panel_float_scales.empty() ? panel_float_scales.size() * sizeof(float)
-                                                           : scales.size() * sizeof(float);
+  const size_t scale_bytes = panels ? 0  // behind the codes
+                             : half ? half_scales.size() * sizeof(uint16_t)
+                                    : scales.size() * sizeof(float);
   return static_cast<int64_t>(codes.size() + scale_bytes + negzp.size() * sizeof(float));
 }
 
@@ -105,10 +105,14 @@ bool PackedMatrix::supports(Isa isa) const {
 
 namespace {
 
-// Rows -> panels (qmatmul.h): codes and the group scales the VNNI kernels read.
+// Rows -> panels (qmatmul.h): codes and, behind them, the group scales the
+// VNNI kernels read.
 void to_panels(PackedMatrix& p) {
   p.Np = (p.N + 15) / 16 * 16;
-  sy::plugin::HostVector<uint8_t> panel(static_cast<size_t>(p.Np / 16 * p.panel_bytes()), 0);
+  const size_t code_bytes = static_cast<size_t>(p.Np / 16 * p.panel_bytes());
+  const size_t scale_bytes = static_cast<size_t>(p.Np * p.group_stride) * (p.half ? sizeof(uint16_t) : sizeof(float));
+  p.panel_scales_at = static_cast<int64_t>((code_bytes + 63) / 64 * 64);
+  sy::plugin::HostVector<uint8_t> panel(static_cast<size_t>(p.panel_scales_at) + scale_bytes, 0);
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t k = 0; k < p.Kp; ++k) {
       const int c = p.code(n, k);
@@ -122,21 +126,22 @@ void to_panels(PackedMatrix& p) {
       }
     }
   // Padding rows: their codes are zeros and their scales zeros (unread outputs).
-  auto reorder = [&](auto& in, auto& out) {
-    out.assign(static_cast<size_t>(p.Np * p.group_stride), {});
+  auto reorder = [&](auto& in, auto* out) {
     for (int64_t n = 0; n < p.N; ++n)
       for (int64_t g = 0; g < p.group_stride; ++g)
         out[static_cast<size_t>(((n / 16) * p.group_stride + g) * 16 + n % 16)] = in[static_cast<size_t>(n * p.group_stride + g)];
   };
-  if (!p.half_scales.empty()) {
-    std::vector<uint16_t> rows = std::move(p.half_scales);
-    reorder(rows, p.half_scales);
+  uint8_t* scales_at = panel.data() + p.panel_scales_at;
+  if (p.half) {
+    reorder(p.half_scales, reinterpret_cast<uint16_t*>(scales_at));
+    std::vector<uint16_t>().swap(p.half_scales);  // the rows' copy is not read again
   } else {
-    reorder(p.scales, p.panel_float_scales);
+    reorder(p.scales, reinterpret_cast<float*>(scales_at));
   }
   if (!p.negzp.empty()) {  // the zero-point terms are summed a panel at a time
     std::vector<float> rows = std::move(p.negzp);
-    reorder(rows, p.negzp);
+    p.negzp.assign(static_cast<size_t>(p.Np * p.group_stride), 0.f);
+    reorder(rows, p.negzp.data());
   }
   p.codes = std::move(panel);
   p.panels = true;
@@ -191,6 +196,7 @@ PackedMatrix pack(const QuantizedWeight& q, Isa for_isa) {
         break;
       }
     }
+    p.half = !p.half_scales.empty();
   }
   if (uses_panels(for_isa)) {
     if (p.fits_panels()) to_panels(p);

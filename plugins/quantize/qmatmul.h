@@ -90,8 +90,10 @@ struct PackedMatrix {
   std::vector<float> scales;   // [N, group_stride]
   // The same scales at half precision, [N, group_stride], when there are
   // groups and every scale is an fp16 value (the quantize pass makes them
-  // so): what the int8-activation kernels read, 2 bytes per group.
+  // so): what the int8-activation kernels read, 2 bytes per group. Rows
+  // only: panels keep theirs behind the codes (panel_scales_at).
   std::vector<uint16_t> half_scales;
+  bool half = false;  // the group scales the int8-activation kernels read are fp16
   std::vector<float> negzp;    // [N, group_stride] (panels: [Np / 16, group_stride, 16]): -scale * zero_point; empty when symmetric
   float symmetric_zero_point = 0;
   // Panels (the VNNI layout, pack(q, Isa::Avx512Vnni or Avx512Amx)): rows in groups of
@@ -102,11 +104,14 @@ struct PackedMatrix {
   // nibble, code 4 + i in the high one). One vpdpbusd chain then sums a
   // whole block for 16 rows in the 16 lanes, and the float work (convert,
   // scale, accumulate) is done once per block for 16 rows instead of once
-  // per row. half_scales (or panel_float_scales, for fp32 group scales and
-  // per-row scales) are then in panel order too: [Np / 16, group_stride, 16].
+  // per row. The scales the kernels read (fp16 where `half`, else fp32;
+  // per-row scales too) are then in panel order, [Np / 16, group_stride, 16],
+  // and live in the codes' allocation, from byte panel_scales_at on: on huge
+  // pages like the codes. As a vector of their own (small, 4 KB pages) their
+  // TLB misses cost a one-thread int4 decode 3-9%.
   bool panels = false;
   int64_t Np = 0;
-  std::vector<float> panel_float_scales;
+  int64_t panel_scales_at = 0;
   int64_t row_bytes() const { return bits == 8 ? Kp : Kp / 2; }
   int64_t panel_bytes() const { return 16 * row_bytes(); }
   int64_t block_bytes() const { return bits == 8 ? 512 : 256; }  // one 32-block of a panel

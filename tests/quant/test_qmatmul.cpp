@@ -59,7 +59,7 @@ void check(const Case& c, Isa isa, uint32_t seed) {
     for (float& sc : q.scales) sc *= 1.0001f;
   PackedMatrix p = pack(q, isa);
   ASSERT_EQ(p.panels, uses_panels(isa)) << "the VNNI path's layout (groups of 16 included)";
-  ASSERT_EQ(p.half_scales.empty(), q.n_blocks == 1 || c.fp32_scales) << "bits=" << c.bits << " group=" << c.group;
+  ASSERT_EQ(!p.half, q.n_blocks == 1 || c.fp32_scales) << "bits=" << c.bits << " group=" << c.group;
   auto wd = dequantize(q);
   std::vector<float> y(static_cast<size_t>(c.M * c.N), -1.f);
   qmatmul(p, x.data(), c.M, bias.data(), y.data(), isa, two_threads);
