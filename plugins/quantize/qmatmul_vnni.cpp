@@ -48,6 +48,25 @@ void quantize_activation(const PackedMatrix& w, const float* x, QuantizedActivat
 
 namespace {
 
+// One 32-block of a panel's codes into registers, 16 rows a vector:
+// wv[i] holds each row's codes 4i .. 4i+3 (int4: each line's low nibbles,
+// then its high ones).
+template <int Bits>
+inline void load_block(const uint8_t* blk, __m512i (&wv)[8]) {
+  if constexpr (Bits == 8) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) wv[i] = _mm512_loadu_si512(blk + 64 * i);
+  } else {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_loadu_si512(blk + 64 * j);
+      wv[2 * j] = _mm512_and_si512(v, low);
+      wv[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+  }
+}
+
 // One 32-block of a panel whose groups are 16 codes: the block's first four
 // code lines (codes 0-15) and last four (16-31) sum in chains of their own,
 // each converted and scaled by its group's scales. A lone token keeps two
@@ -95,7 +114,6 @@ void panel_tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, i
   int shift = 0;
   if constexpr (G == Groups::Pow2)
     while ((int64_t{32} << shift) < w.group) ++shift;
-  const __m512i low = _mm512_set1_epi8(0x0F);
   const uint8_t* codes = w.codes.data() + p * w.panel_bytes();
   const S* scales = panel_scales_of<S>(w) + p * w.group_stride * 16;
   const int64_t block_bytes = w.block_bytes();
@@ -107,17 +125,7 @@ void panel_tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, i
     // A thread's panels are one contiguous stream: fetched 4 KB ahead.
     for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096 + line, _MM_HINT_T0);
     __m512i wv[8];  // wv[i] holds each row's codes 4i .. 4i+3 of the block
-    if constexpr (Bits == 8) {
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) wv[i] = _mm512_loadu_si512(blk + 64 * i);
-    } else {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i v = _mm512_loadu_si512(blk + 64 * j);
-        wv[2 * j] = _mm512_and_si512(v, low);
-        wv[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-      }
-    }
+    load_block<Bits>(blk, wv);
     if constexpr (G == Groups::Of16) {
       half_groups<Fold, T>(wv, panel_scales(scales + 2 * b * 16), panel_scales(scales + (2 * b + 1) * 16), a, b, acc);
       continue;
@@ -161,7 +169,6 @@ void panels_side_by_side(const PackedMatrix& w, const QuantizedActivation& a, fl
   int shift = 0;
   if constexpr (G == Groups::Pow2)
     while ((int64_t{32} << shift) < w.group) ++shift;
-  const __m512i low = _mm512_set1_epi8(0x0F);
   const uint8_t* codes[P];
   const S* scales[P];
 #pragma GCC unroll 4
@@ -181,17 +188,7 @@ void panels_side_by_side(const PackedMatrix& w, const QuantizedActivation& a, fl
       const uint8_t* blk = codes[q] + b * block_bytes;
       for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096 + line, _MM_HINT_T0);
       __m512i wv[8];
-      if constexpr (Bits == 8) {
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) wv[i] = _mm512_loadu_si512(blk + 64 * i);
-      } else {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          const __m512i v = _mm512_loadu_si512(blk + 64 * j);
-          wv[2 * j] = _mm512_and_si512(v, low);
-          wv[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        }
-      }
+      load_block<Bits>(blk, wv);
       __m512i d[C] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
       if constexpr (Fold) d[0] = _mm512_set1_epi32(a.block_zero[static_cast<size_t>(b)]);
 #pragma GCC unroll 8
