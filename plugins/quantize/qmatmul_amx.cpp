@@ -22,8 +22,7 @@
 #include <cstring>
 #include <vector>
 
-#include "avx512_common.h"
-#include "int8_dispatch.h"
+#include "panel_common.h"
 
 namespace sy_quant {
 
@@ -94,13 +93,6 @@ inline void accumulate_block(const int32_t* sums, const TokenGroup& x, int64_t b
   }
 }
 
-template <Groups G, typename S>
-inline __m512 block_scales(const S* scales, int64_t b, int shift) {
-  if constexpr (G == Groups::Of32) return panel_scales(scales + b * 16);
-  else if constexpr (G == Groups::Pow2) return panel_scales(scales + (b >> shift) * 16);
-  else return _mm512_set1_ps(1.f);
-}
-
 // Panel p for the 16 tokens a[0..16) (x: the same, laid out for the tiles);
 // wb holds the panel's blocks in tile order (512 bytes each).
 template <Groups G, bool Fold, typename S>
@@ -108,9 +100,7 @@ void panel_16_tokens(const PackedMatrix& w, const QuantizedActivation* a, const 
                      int64_t p) {
   const int8_t* xq = x.codes;
   const int64_t blocks = w.Kp / 32;
-  int shift = 0;
-  if constexpr (G == Groups::Pow2)
-    while ((int64_t{32} << shift) < w.group) ++shift;
+  const int shift = G == Groups::Pow2 ? group_shift(w) : 0;
   const S* scales = panel_scales_of<S>(w) + p * w.group_stride * 16;
   // Sums of two block pairs: a pair's float steps run one pair behind its
   // tile products, so the vector loads read tile stores made an iteration

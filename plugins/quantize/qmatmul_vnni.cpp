@@ -8,8 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "avx512_common.h"
-#include "int8_dispatch.h"
+#include "panel_common.h"
 
 namespace sy_quant {
 
@@ -67,6 +66,32 @@ inline void load_block(const uint8_t* blk, __m512i (&wv)[8]) {
   }
 }
 
+// A thread's panels are one contiguous stream: each block's lines fetched
+// 4 KB ahead.
+inline void prefetch_ahead(const uint8_t* blk, int64_t block_bytes) {
+  for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096 + line, _MM_HINT_T0);
+}
+
+// One token's product with block b of a panel (codes wv, group scales ws),
+// added to acc: C integer chains (exact, so C changes no bit), started at
+// the folded zero point (Fold), then one convert, scale and FMA for the
+// panel's 16 rows.
+template <Groups G, bool Fold, int C>
+inline __m512 block_product(const __m512i (&wv)[8], const QuantizedActivation& a, int64_t b, __m512 ws, __m512 acc) {
+  const int8_t* xq = a.q.data() + b * 32;
+  __m512i d[C];
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c) d[c] = _mm512_setzero_si512();
+  if constexpr (Fold) d[0] = _mm512_set1_epi32(a.block_zero[static_cast<size_t>(b)]);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) d[i % C] = _mm512_dpbusd_epi32(d[i % C], wv[i], _mm512_set1_epi32(four_codes(xq + 4 * i)));
+#pragma GCC unroll 4
+  for (int c = 1; c < C; ++c) d[0] = _mm512_add_epi32(d[0], d[c]);
+  __m512 s = _mm512_set1_ps(a.scale16[static_cast<size_t>((b / 2) * 16 + (b % 2) * 8)]);
+  if constexpr (G != Groups::PerRow) s = _mm512_mul_ps(s, ws);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[0]), s, acc);
+}
+
 // One 32-block of a panel whose groups are 16 codes: the block's first four
 // code lines (codes 0-15) and last four (16-31) sum in chains of their own,
 // each converted and scaled by its group's scales. A lone token keeps two
@@ -111,9 +136,7 @@ template <int Bits, Groups G, bool Fold, int T, typename S>
 void panel_tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, int64_t ldy, int64_t p) {
   constexpr int C = T >= 4 ? 1 : 4 / T;
   const int64_t blocks = w.Kp / 32;
-  int shift = 0;
-  if constexpr (G == Groups::Pow2)
-    while ((int64_t{32} << shift) < w.group) ++shift;
+  const int shift = G == Groups::Pow2 ? group_shift(w) : 0;
   const uint8_t* codes = w.codes.data() + p * w.panel_bytes();
   const S* scales = panel_scales_of<S>(w) + p * w.group_stride * 16;
   const int64_t block_bytes = w.block_bytes();
@@ -122,32 +145,16 @@ void panel_tile(const PackedMatrix& w, const QuantizedActivation* a, float* y, i
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = codes + b * block_bytes;
-    // A thread's panels are one contiguous stream: fetched 4 KB ahead.
-    for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096 + line, _MM_HINT_T0);
+    prefetch_ahead(blk, block_bytes);
     __m512i wv[8];  // wv[i] holds each row's codes 4i .. 4i+3 of the block
     load_block<Bits>(blk, wv);
     if constexpr (G == Groups::Of16) {
       half_groups<Fold, T>(wv, panel_scales(scales + 2 * b * 16), panel_scales(scales + (2 * b + 1) * 16), a, b, acc);
       continue;
     }
-    __m512 ws = _mm512_set1_ps(1.f);
-    if constexpr (G == Groups::Of32) ws = panel_scales(scales + b * 16);
-    else if constexpr (G == Groups::Pow2) ws = panel_scales(scales + (b >> shift) * 16);
+    const __m512 ws = block_scales<G>(scales, b, shift);
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xq = a[t].q.data() + b * 32;
-      __m512i d[C];
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) d[c] = _mm512_setzero_si512();
-      if constexpr (Fold) d[0] = _mm512_set1_epi32(a[t].block_zero[static_cast<size_t>(b)]);
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) d[i % C] = _mm512_dpbusd_epi32(d[i % C], wv[i], _mm512_set1_epi32(four_codes(xq + 4 * i)));
-#pragma GCC unroll 4
-      for (int c = 1; c < C; ++c) d[0] = _mm512_add_epi32(d[0], d[c]);
-      __m512 s = _mm512_set1_ps(a[t].scale16[static_cast<size_t>((b / 2) * 16 + (b % 2) * 8)]);
-      if constexpr (G != Groups::PerRow) s = _mm512_mul_ps(s, ws);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[0]), s, acc[t]);
-    }
+    for (int t = 0; t < T; ++t) acc[t] = block_product<G, Fold, C>(wv, a[t], b, ws, acc[t]);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) store_panel_outputs<G == Groups::PerRow, Fold>(w, p, acc[t], scales, a[t].group_sum.data(), y + t * ldy);
@@ -164,40 +171,26 @@ constexpr int kPanelsSideBySide = 4;
 
 template <int Bits, Groups G, bool Fold, typename S>
 void panels_side_by_side(const PackedMatrix& w, const QuantizedActivation& a, float* y, int64_t p) {
-  constexpr int P = kPanelsSideBySide, C = 2;
-  const int64_t blocks = w.Kp / 32;
-  int shift = 0;
-  if constexpr (G == Groups::Pow2)
-    while ((int64_t{32} << shift) < w.group) ++shift;
+  constexpr int P = kPanelsSideBySide;
+  const int64_t blocks = w.Kp / 32, block_bytes = w.block_bytes();
+  const int shift = G == Groups::Pow2 ? group_shift(w) : 0;
   const uint8_t* codes[P];
   const S* scales[P];
+  __m512 acc[P];
 #pragma GCC unroll 4
   for (int q = 0; q < P; ++q) {
     codes[q] = w.codes.data() + (p + q) * w.panel_bytes();
     scales[q] = panel_scales_of<S>(w) + (p + q) * w.group_stride * 16;
+    acc[q] = _mm512_setzero_ps();
   }
-  const int64_t block_bytes = w.block_bytes();
-  __m512 acc[P];
-#pragma GCC unroll 4
-  for (int q = 0; q < P; ++q) acc[q] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const int8_t* xq = a.q.data() + b * 32;
-    const __m512 s_x = _mm512_set1_ps(a.scale16[static_cast<size_t>((b / 2) * 16 + (b % 2) * 8)]);
 #pragma GCC unroll 4
     for (int q = 0; q < P; ++q) {
       const uint8_t* blk = codes[q] + b * block_bytes;
-      for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096 + line, _MM_HINT_T0);
+      prefetch_ahead(blk, block_bytes);
       __m512i wv[8];
       load_block<Bits>(blk, wv);
-      __m512i d[C] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-      if constexpr (Fold) d[0] = _mm512_set1_epi32(a.block_zero[static_cast<size_t>(b)]);
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) d[i % C] = _mm512_dpbusd_epi32(d[i % C], wv[i], _mm512_set1_epi32(four_codes(xq + 4 * i)));
-      d[0] = _mm512_add_epi32(d[0], d[1]);
-      __m512 s = s_x;
-      if constexpr (G == Groups::Of32) s = _mm512_mul_ps(s, panel_scales(scales[q] + b * 16));
-      else if constexpr (G == Groups::Pow2) s = _mm512_mul_ps(s, panel_scales(scales[q] + (b >> shift) * 16));
-      acc[q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[0]), s, acc[q]);
+      acc[q] = block_product<G, Fold, 2>(wv, a, b, block_scales<G>(scales[q], b, shift), acc[q]);
     }
   }
 #pragma GCC unroll 4
