@@ -15,6 +15,7 @@ constexpr double kAcceptDecay = 0.9;  // weight kept by older acceptance counts
 // is measured again (an estimate from a slow first step would otherwise stop
 // speculation for good). At most one token per this many steps: cheap.
 constexpr int64_t kExploreEvery = 32;
+constexpr double kTreeWeight = 0.25;   // weight of a new tree's nodes per draft length
 double smooth(double old, double sample) { return old + (sample < old ? kFaster : kSlower) * (sample - old); }
 }  // namespace
 
@@ -87,6 +88,11 @@ void SpeculationPolicy::record_verification(uint64_t seq, int32_t proposed, int3
   }
 }
 
+void SpeculationPolicy::record_tree(int32_t depth, int32_t nodes) {
+  if (depth <= 0 || nodes <= 0) return;
+  rows_per_draft_ += kTreeWeight * (static_cast<double>(nodes) / depth - rows_per_draft_);
+}
+
 void SpeculationPolicy::explore_one(const std::vector<uint64_t>& seqs, std::vector<int32_t>& k) const {
   // The sequence with the best acceptance among those that drafted before
   // (a drafter has their context already: one more token costs one token);
@@ -136,7 +142,10 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
     for (size_t i = 0; i < seqs.size(); ++i)
       if (k[i] < max_k_ && (only == none || i == only) && (best == none || next_gain[i] > next_gain[best])) best = i;
     if (best == none) break;
-    const double new_ms = cost_.estimate(base_tokens + drafted + 1) + (drafted + 1) * draft_ms_per_token_;
+    // The rows this many draft tokens verify (a tree's nodes), each one
+    // also proposed by the drafter.
+    const double rows = rows_per_draft_ * (drafted + 1);
+    const double new_ms = cost_.estimate(base_tokens + static_cast<int32_t>(std::lround(rows))) + rows * draft_ms_per_token_;
     const double new_tokens = tokens + next_gain[best];
     const double marginal_ms = new_ms - ms;
     const bool pays = marginal_ms <= 0 || next_gain[best] / marginal_ms > std::max(tokens / ms, plain_rate);

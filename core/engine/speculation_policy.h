@@ -11,7 +11,9 @@
 //    engine-wide one), so its j-th draft token adds a^j expected tokens;
 //  - cost: the forward time measured as a function of the step's token
 //    count (StepCostModel), plus the drafter's measured time per proposed
-//    token (a draft model's forwards; a lookup drafter's is near zero).
+//    token (a draft model's forwards; a lookup drafter's is near zero). A
+//    drafter that proposes trees verifies several nodes per draft length
+//    (measured: rows_per_draft_token), and each of them costs a row.
 // Draft tokens are added one at a time, best expected gain first, while each
 // yields more tokens per millisecond than the step so far and than the same
 // sequences decoding without drafts; now and then one more (to a sequence
@@ -63,6 +65,11 @@ class SpeculationPolicy {
   // draft model up to date with the context).
   void record_drafting(int32_t proposed, double ms);
   void record_verification(uint64_t seq, int32_t proposed, int32_t accepted);
+  // A tree of `nodes` drafts proposed for a draft length of `depth`: the
+  // rows a draft length costs (a tree verifies every node, several per
+  // depth; a chain one).
+  void record_tree(int32_t depth, int32_t nodes);
+  double rows_per_draft_token() const { return rows_per_draft_; }
   void forget(uint64_t seq) { seqs_.erase(seq); }
 
   double acceptance(uint64_t seq) const;  // the running estimate for seq
@@ -81,7 +88,8 @@ class SpeculationPolicy {
   int32_t max_k_;
   bool adaptive_;
   StepCostModel cost_;
-  double draft_ms_per_token_ = 0;  // exponential average
+  double draft_ms_per_token_ = 0;  // exponential average, per proposed token (a tree: per node)
+  double rows_per_draft_ = 1;      // exponential average of nodes per draft length (1: chains)
   bool draft_cost_known_ = false;
   int64_t decisions_ = 0;
   Counts global_;

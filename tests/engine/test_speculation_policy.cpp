@@ -135,6 +135,22 @@ TEST(SpeculationPolicy, AnEmptyProposalMeasuresTheDrafter) {
   EXPECT_EQ(std::count(k.begin(), k.end(), 0), 0);
 }
 
+// A tree drafter verifies every node: a draft length of j costs the rows of
+// its tree (here four nodes per depth), not j. What pays as a chain on a
+// mildly compute-bound step stops paying as a tree of the same depth.
+TEST(SpeculationPolicy, CountsEveryNodeOfATree) {
+  SpeculationPolicy p(4, true);
+  learn(p, [](int32_t t) { return 10.0 + 2.0 * t; }, 64);
+  for (int i = 0; i < 10; ++i) p.record_verification(1, 4, 1);  // about one in two per token
+  EXPECT_EQ(p.draft_lengths({1}, 1, 500), std::vector<int32_t>{2});
+  for (int i = 0; i < 20; ++i) p.record_tree(3, 12);
+  EXPECT_NEAR(p.rows_per_draft_token(), 4.0, 0.05);
+  EXPECT_EQ(total(p.draft_lengths({1}, 1, 500)), 0);
+  // A tree drafter proposing chains again is costed as chains again.
+  for (int i = 0; i < 20; ++i) p.record_tree(3, 3);
+  EXPECT_EQ(p.draft_lengths({1}, 1, 500), std::vector<int32_t>{2});
+}
+
 TEST(SpeculationPolicy, StaysWithinTheBudgetAndMaxK) {
   SpeculationPolicy p(6, true);
   learn(p, memory_bound);

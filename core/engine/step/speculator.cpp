@@ -80,6 +80,7 @@ void Speculator::propose(StepPlan& plan) {
       bool ok = false;
       if (!contained(ends_, s, [&] { ok = take_tree(s, room, max_batch_tokens_ - used, d); })) continue;
       if (!ok) continue;
+      policy_.record_tree(room, static_cast<int32_t>(d.size()));
     } else if (!contained(ends_, s, [&] { d = drafter_.propose(s->id, s->tokens, room, s->req.sampling, &q); })) {
       continue;
     }
