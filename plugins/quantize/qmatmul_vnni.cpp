@@ -67,8 +67,9 @@ inline void load_block(const uint8_t* blk, __m512i (&wv)[8]) {
 }
 
 // A thread's panels are one contiguous stream: each block's lines fetched
-// 4 KB ahead.
-inline void prefetch_ahead(const uint8_t* blk, int64_t block_bytes) {
+// 4 KB ahead. Always inlined: GCC 12 deletes a call it did not inline early
+// to a function whose only effect is a prefetch.
+[[gnu::always_inline]] inline void prefetch_ahead(const uint8_t* blk, int64_t block_bytes) {
   for (int64_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 4096 + line, _MM_HINT_T0);
 }
 
