@@ -103,7 +103,8 @@ void SpeculationPolicy::explore_one(const std::vector<uint64_t>& seqs, std::vect
   if (pick < seqs.size()) ++k[pick];
 }
 
-std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget) {
+std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget,
+                                                     const std::vector<bool>& trees) {
   std::vector<int32_t> k(seqs.size(), 0);
   if (!adaptive_) {
     for (auto& x : k) {
@@ -126,6 +127,7 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
   if (plain_ms <= 0) return k;  // not measured yet: a plain decode step of this batch comes first
   const double plain_rate = static_cast<double>(seqs.size()) / plain_ms;
   int32_t drafted = 0;
+  double rows = 0;  // the rows the drafts so far verify (a tree's nodes), each also proposed by the drafter
   const bool explore = ++decisions_ % kExploreEvery == 0;
   // Until the drafter's time is measured (from a sequence's second proposal:
   // a first one also catches a draft model up on the whole context), one
@@ -142,10 +144,8 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
     for (size_t i = 0; i < seqs.size(); ++i)
       if (k[i] < max_k_ && (only == none || i == only) && (best == none || next_gain[i] > next_gain[best])) best = i;
     if (best == none) break;
-    // The rows this many draft tokens verify (a tree's nodes), each one
-    // also proposed by the drafter.
-    const double rows = rows_per_draft_ * (drafted + 1);
-    const double new_ms = cost_.estimate(base_tokens + static_cast<int32_t>(std::lround(rows))) + rows * draft_ms_per_token_;
+    const double new_rows = rows + (best < trees.size() && trees[best] ? rows_per_draft_ : 1.0);
+    const double new_ms = cost_.estimate(base_tokens + static_cast<int32_t>(std::lround(new_rows))) + new_rows * draft_ms_per_token_;
     const double new_tokens = tokens + next_gain[best];
     const double marginal_ms = new_ms - ms;
     const bool pays = marginal_ms <= 0 || next_gain[best] / marginal_ms > std::max(tokens / ms, plain_rate);
@@ -155,6 +155,7 @@ std::vector<int32_t> SpeculationPolicy::draft_lengths(const std::vector<uint64_t
     }
     tokens = new_tokens;
     ms = new_ms;
+    rows = new_rows;
     ++k[best];
     ++drafted;
     next_gain[best] *= a[best];

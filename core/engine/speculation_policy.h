@@ -58,7 +58,10 @@ class SpeculationPolicy {
   // Draft lengths (each in [0, max_k]) for the decoding sequences `seqs` of a
   // step that runs `base_tokens` tokens without drafts, at most `budget`
   // draft tokens in all.
-  std::vector<int32_t> draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget);
+  // trees[i]: sequence i's drafts come as a tree (rows_per_draft_token rows
+  // a draft token); missing or false, as a chain (one row each).
+  std::vector<int32_t> draft_lengths(const std::vector<uint64_t>& seqs, int32_t base_tokens, int32_t budget,
+                                     const std::vector<bool>& trees = {});
 
   void record_step(int32_t tokens, double ms) { cost_.record(tokens, ms); }
   // One proposal's time (not a sequence's first: that one also brings a

@@ -142,13 +142,15 @@ TEST(SpeculationPolicy, CountsEveryNodeOfATree) {
   SpeculationPolicy p(4, true);
   learn(p, [](int32_t t) { return 10.0 + 2.0 * t; }, 64);
   for (int i = 0; i < 10; ++i) p.record_verification(1, 4, 1);  // about one in two per token
-  EXPECT_EQ(p.draft_lengths({1}, 1, 500), std::vector<int32_t>{2});
+  EXPECT_EQ(p.draft_lengths({1}, 1, 500, {true}), std::vector<int32_t>{2});
   for (int i = 0; i < 20; ++i) p.record_tree(3, 12);
   EXPECT_NEAR(p.rows_per_draft_token(), 4.0, 0.05);
-  EXPECT_EQ(total(p.draft_lengths({1}, 1, 500)), 0);
+  EXPECT_EQ(total(p.draft_lengths({1}, 1, 500, {true})), 0);
+  // A sequence whose drafts stay a chain (structured output) is priced as one.
+  EXPECT_EQ(p.draft_lengths({1}, 1, 500, {false}), std::vector<int32_t>{2});
   // A tree drafter proposing chains again is costed as chains again.
   for (int i = 0; i < 20; ++i) p.record_tree(3, 3);
-  EXPECT_EQ(p.draft_lengths({1}, 1, 500), std::vector<int32_t>{2});
+  EXPECT_EQ(p.draft_lengths({1}, 1, 500, {true}), std::vector<int32_t>{2});
 }
 
 TEST(SpeculationPolicy, StaysWithinTheBudgetAndMaxK) {

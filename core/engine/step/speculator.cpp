@@ -42,6 +42,7 @@ void Speculator::propose(StepPlan& plan) {
   std::vector<StepPlan::Entry*> decoding;
   std::vector<int32_t> limit;
   std::vector<uint64_t> ids;
+  std::vector<bool> trees;  // whose drafts come as trees (structured output checks chains)
   for (auto& b : plan.entries) {
     Sequence* s = b.seq;
     if (!s->decodes(b.tokens)) continue;
@@ -51,10 +52,11 @@ void Speculator::propose(StepPlan& plan) {
     decoding.push_back(&b);
     limit.push_back(room);
     ids.push_back(s->id);
+    trees.push_back(trees_ && !s->constrained);
   }
   if (decoding.empty()) return;
   // How far speculating pays this step (the policy), within the step budget.
-  const std::vector<int32_t> want = policy_.draft_lengths(ids, used, max_batch_tokens_ - used);
+  const std::vector<int32_t> want = policy_.draft_lengths(ids, used, max_batch_tokens_ - used, trees);
   int64_t declined = 0;
   for (size_t i = 0; i < decoding.size(); ++i) {
     StepPlan::Entry& b = *decoding[i];
@@ -68,7 +70,7 @@ void Speculator::propose(StepPlan& plan) {
     std::vector<int32_t> d;
     // A failing drafter fails the sequence it drafted for, not the step.
     const auto t0 = std::chrono::steady_clock::now();
-    const bool tree = trees_ && !s->constrained;  // structured output checks chains of drafts
+    const bool tree = trees[i];
     s->draft_parents.clear();
     // A drafter that reads hidden states drafts once the target has chosen a
     // token here (not on a sequence that arrived with its KV computed).
