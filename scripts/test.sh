@@ -39,6 +39,7 @@ cmake --install "$BUILD" --prefix "$PREFIX" > /dev/null
 CMAKE_PREFIX_PATH="$PREFIX" python3 -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .
 (cd python/tests && LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libstdc++.so)" ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=16 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SWITCHYARD_PREFIX="$PREFIX" RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S=60 \
+  SWITCHYARD_SMOLLM2_GGUF="$SMOLLM2_GGUF" SWITCHYARD_REQUIRE_TRAINED_MODEL=1 \
   python3 -m pytest -q -s -p no:cacheprovider .)
 stage "ThreadSanitizer"
 scripts/tsan.sh

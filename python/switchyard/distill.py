@@ -1,6 +1,11 @@
-"""Distillation: drafting heads trained from the target model itself.
+"""Distillation: drafters trained from the target model itself.
 
     python -m switchyard.distill heads --model MODEL --out heads.onnx
+    python -m switchyard.distill draft --model MODEL.gguf --out draft.gguf
+
+`draft` writes a small draft model for the built-in `draft-model` drafter:
+the target's first blocks, the last fine-tuned on KL from the target's top-k
+logits (switchyard/distill_draft.py says how). `heads`:
 
 Medusa-style heads: head i maps the target's final hidden state at a
 position (the LM head's input) through one residual block,
@@ -331,36 +336,134 @@ def heads_command(a) -> int:
     return 0
 
 
+def teacher_positions(engine, data, top_k: int):
+    """Per generated position t (the logits that chose ids[t + 1]): the
+    target's top-k token ids and their probabilities renormalised over the
+    k, its greedy token, which sequence and position."""
+    top_ids, top_p, want, where = [], [], [], []
+    for k, (ids, prompt_len) in enumerate(data):
+        lg = engine.logits(ids)
+        rows = lg[prompt_len - 1:len(ids) - 1].astype(np.float64)
+        idx = np.argpartition(-rows, top_k - 1, axis=1)[:, :top_k]
+        sel = np.take_along_axis(rows, idx, axis=1)
+        p = np.exp(sel - rows.max(axis=1, keepdims=True))
+        top_ids.append(idx)
+        top_p.append((p / p.sum(axis=1, keepdims=True)).astype(np.float32))
+        want.append(np.argmax(rows, axis=1))
+        where += [(k, t) for t in range(prompt_len - 1, len(ids) - 1)]
+    return np.concatenate(top_ids), np.concatenate(top_p), np.concatenate(want), where
+
+
+def draft_command(a) -> int:
+    from switchyard import Engine
+    from switchyard import distill_draft as dd
+
+    t0 = time.time()
+    target = dd.GgufTarget(a.model)
+    hp = target.hp
+    if not 1 <= a.layers < hp.blocks:
+        raise SystemExit(f"--layers {a.layers}: the student keeps 1 to {hp.blocks - 1} of the target's {hp.blocks} blocks")
+    if a.head_type != "keep":
+        target.requantize(target.lm_head_name(), a.head_type)
+    engine = Engine(model=a.model, manifest=a.manifest, profile=a.profile, threads=a.threads, tokenizer=a.tokenizer)
+    prompts = None if a.prompts is None else [l.strip() for l in open(a.prompts, encoding="utf-8") if l.strip()]
+    ids = encode_prompts(engine, prompts, a.chat)
+    ids = ids[:a.max_prompts] if a.max_prompts else ids
+    data = generate_data(engine, ids, a.tokens, a.temperature, a.samples, a.seed, a.workers)
+    t_gen = time.time()
+    top_ids, top_p, want, where = teacher_positions(engine, data, a.top_k)
+    if len(where) == 0:
+        raise SystemExit("the generations are too short to learn from: raise --tokens")
+    vocab = engine.vocab_size
+    engine.close()
+    head = target.lm_head()
+    if head.shape[0] != vocab:
+        raise SystemExit(f"{a.model}: the LM head has {head.shape[0]} rows, the engine's vocabulary {vocab}")
+    adapter_from = a.layers - 1  # the cut's own last block (see distill_draft)
+    rs, cs = [], []
+    for seq, prompt_len in data:  # the positions teacher_positions took, in its order
+        if len(seq) - 1 > prompt_len - 1:
+            r, c = dd.student_inputs(target, seq, a.layers, adapter_from)
+            rs.append(r[prompt_len - 1:len(seq) - 1])
+            cs.append(c[prompt_len - 1:len(seq) - 1])
+    r, c = np.concatenate(rs).astype(np.float32), np.concatenate(cs).astype(np.float32)
+    seq_of = np.asarray([s for s, _ in where])
+    t_read = time.time()
+    held = seq_of >= len(data) - max(1, len(data) // 10) if len(data) >= 4 else np.zeros(len(r), bool)
+    ev = held if held.any() else ~held
+    adapter = dd.Adapter.from_target(target, adapter_from)
+    untrained = dd.agreement(adapter, head, r[ev], c[ev], want[ev])
+    losses = dd.train(adapter, head, r[~held], c[~held], top_ids[~held], top_p[~held], a.epochs, a.batch, a.lr,
+                      np.random.default_rng(a.seed))
+    trained_top1 = dd.agreement(adapter, head, r[ev], c[ev], want[ev])
+    t_train = time.time()
+    recipe = {"trained_on": os.path.basename(a.model), "recipe": json.dumps(
+        {"layers": a.layers, "adapter_from": adapter_from, "head_type": a.head_type, "prompts": len(ids), "samples": a.samples, "tokens": a.tokens,
+         "temperature": a.temperature, "top_k": a.top_k, "epochs": a.epochs, "lr": a.lr, "batch": a.batch, "seed": a.seed})}
+    dd.write_student(target, a.out, a.layers, adapter_from, adapter.params, recipe)
+    report = {"model": a.model, "file": a.out, "bytes": os.path.getsize(a.out), "target_bytes": os.path.getsize(a.model),
+              "layers": a.layers, "target_layers": hp.blocks, "positions": int(len(r)), "held_out": int(held.sum()),
+              "untrained_top1": untrained, "top1": trained_top1, "kl_per_epoch": [round(x, 4) for x in losses],
+              "seconds": {"generate": round(t_gen - t0, 1), "read_back": round(t_read - t_gen, 1),
+                          "train": round(t_train - t_read, 1)}}
+    print(f"{len(r)} positions ({report['held_out']} held out) from {len(data)} generations; "
+          f"student: the first {a.layers} of {hp.blocks} blocks, the last trained as the adapter")
+    print(f"held-out top-1 agreement with the target: untrained {untrained:.3f}, trained {trained_top1:.3f}; "
+          f"KL per epoch {report['kl_per_epoch']}")
+    print(f"wrote {a.out} ({report['bytes'] / 1e6:.1f} MB, the target {report['target_bytes'] / 1e6:.1f} MB); "
+          f"seconds: {report['seconds']}")
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+def add_data_args(p) -> None:
+    """What the target generates to learn from, shared by every student."""
+    p.add_argument("--model", required=True, help="the target model")
+    p.add_argument("--manifest", default=None, help="engine manifest (default: the built-in default)")
+    p.add_argument("--profile", default=None, help="manifest profile (needs the step engine; default: the manifest's top level)")
+    p.add_argument("--tokenizer", default=None)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--report", default=None, help="write the figures as JSON here")
+    p.add_argument("--prompts", default=None, help="a text file, one prompt per line (default: a built-in set)")
+    p.add_argument("--chat", dest="chat", action="store_true", default=None, help="render prompts with the chat template")
+    p.add_argument("--no-chat", dest="chat", action="store_false")
+    p.add_argument("--max-prompts", type=int, default=0)
+    p.add_argument("--samples", type=int, default=1, help="generations per prompt")
+    p.add_argument("--tokens", type=int, default=128, help="tokens generated per sample")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the continuation verification checks)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=8, help="generations in flight at once")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m switchyard.distill", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     h = sub.add_parser("heads", help="train Medusa-style drafting heads from the model's own generations")
-    h.add_argument("--model", required=True, help="the target model (ONNX, GGUF or a model folder)")
-    h.add_argument("--manifest", default=None, help="engine manifest (default: the built-in default)")
-    h.add_argument("--profile", default=None, help="manifest profile (needs the step engine; default: the manifest's top level)")
-    h.add_argument("--tokenizer", default=None)
-    h.add_argument("--threads", type=int, default=0)
+    add_data_args(h)
     h.add_argument("--out", required=True, help="the heads file to write (.onnx)")
-    h.add_argument("--report", default=None, help="write the figures as JSON here")
     h.add_argument("--heads", type=int, default=3)
-    h.add_argument("--prompts", default=None, help="a text file, one prompt per line (default: a built-in set)")
-    h.add_argument("--chat", dest="chat", action="store_true", default=None, help="render prompts with the chat template")
-    h.add_argument("--no-chat", dest="chat", action="store_false")
-    h.add_argument("--max-prompts", type=int, default=0)
-    h.add_argument("--samples", type=int, default=1, help="generations per prompt")
-    h.add_argument("--tokens", type=int, default=128, help="tokens generated per sample")
-    h.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the continuation verification checks)")
     h.add_argument("--condition", choices=["token", "none"], default="token",
                    help="token: each head also sees the embedding of the token the hidden state chose (EAGLE's insight); "
                         "none: the hidden state only (Medusa)")
     h.add_argument("--epochs", type=int, default=3)
     h.add_argument("--batch", type=int, default=256)
     h.add_argument("--lr", type=float, default=3e-3)
-    h.add_argument("--seed", type=int, default=0)
-    h.add_argument("--workers", type=int, default=8, help="generations in flight at once")
+    d = sub.add_parser("draft", help="distill a small draft model (the target's first blocks, the last trained) "
+                                     "from a GGUF target, KL on its top-k logits")
+    add_data_args(d)
+    d.add_argument("--out", required=True, help="the draft model to write (.gguf)")
+    d.add_argument("--layers", type=int, default=4, help="the target's first LAYERS blocks the student keeps, the last trained")
+    d.add_argument("--head-type", default="Q4_1",
+                   help="GGML type of the student's LM head (most of its bytes), or 'keep' for the target's own")
+    d.add_argument("--top-k", type=int, default=32, help="the target's top-k probabilities the KL divergence is taken over")
+    d.add_argument("--epochs", type=int, default=3)
+    d.add_argument("--batch", type=int, default=128)
+    d.add_argument("--lr", type=float, default=1e-3)
     a = ap.parse_args(argv)
-    return heads_command(a)
+    return heads_command(a) if a.command == "heads" else draft_command(a)
 
 
 if __name__ == "__main__":
