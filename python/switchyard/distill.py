@@ -344,7 +344,9 @@ def teacher_positions(engine, data, top_k: int):
     for k, (ids, prompt_len) in enumerate(data):
         lg = engine.logits(ids)
         rows = lg[prompt_len - 1:len(ids) - 1].astype(np.float64)
-        idx = np.argpartition(-rows, top_k - 1, axis=1)[:, :top_k]
+        # A copy: the slice of argpartition's [rows, vocab] result would keep
+        # all of it alive (50 MB a generation of SmolLM2).
+        idx = np.ascontiguousarray(np.argpartition(-rows, top_k - 1, axis=1)[:, :top_k])
         sel = np.take_along_axis(rows, idx, axis=1)
         p = np.exp(sel - rows.max(axis=1, keepdims=True))
         top_ids.append(idx)
