@@ -282,15 +282,21 @@ def encode_prompts(engine, prompts: Optional[Sequence[str]], chat: Optional[bool
     return [tok.encode(p) for p in prompts]
 
 
-def heads_command(a) -> int:
+def open_and_generate(a):
+    """The target opened as the data arguments say, and its generations:
+    (engine, prompt ids, [(ids, prompt length)])."""
     from switchyard import Engine
 
-    t0 = time.time()
     engine = Engine(model=a.model, manifest=a.manifest, profile=a.profile, threads=a.threads, tokenizer=a.tokenizer)
     prompts = None if a.prompts is None else [l.strip() for l in open(a.prompts, encoding="utf-8") if l.strip()]
     ids = encode_prompts(engine, prompts, a.chat)
     ids = ids[:a.max_prompts] if a.max_prompts else ids
-    data = generate_data(engine, ids, a.tokens, a.temperature, a.samples, a.seed, a.workers)
+    return engine, ids, generate_data(engine, ids, a.tokens, a.temperature, a.samples, a.seed, a.workers)
+
+
+def heads_command(a) -> int:
+    t0 = time.time()
+    engine, ids, data = open_and_generate(a)
     t_gen = time.time()
     x, y, seq_of, tok = positions(engine, data, a.heads)
     if len(x) == 0:
@@ -357,7 +363,6 @@ def teacher_positions(engine, data, top_k: int):
 
 
 def draft_command(a) -> int:
-    from switchyard import Engine
     from switchyard import distill_draft as dd
 
     t0 = time.time()
@@ -367,11 +372,7 @@ def draft_command(a) -> int:
         raise SystemExit(f"--layers {a.layers}: the student keeps 1 to {hp.blocks - 1} of the target's {hp.blocks} blocks")
     if a.head_type != "keep":
         target.requantize(target.lm_head_name(), a.head_type)
-    engine = Engine(model=a.model, manifest=a.manifest, profile=a.profile, threads=a.threads, tokenizer=a.tokenizer)
-    prompts = None if a.prompts is None else [l.strip() for l in open(a.prompts, encoding="utf-8") if l.strip()]
-    ids = encode_prompts(engine, prompts, a.chat)
-    ids = ids[:a.max_prompts] if a.max_prompts else ids
-    data = generate_data(engine, ids, a.tokens, a.temperature, a.samples, a.seed, a.workers)
+    engine, ids, data = open_and_generate(a)
     t_gen = time.time()
     top_ids, top_p, want, where = teacher_positions(engine, data, a.top_k)
     if len(where) == 0:

@@ -30,6 +30,21 @@ def prefix() -> pathlib.Path:
     return pathlib.Path(p)
 
 
+def drafting_manifest(tmp_path, model: str, plugins, drafter: str = "", options: str = "", settings: str = "") -> str:
+    """A paged-cache manifest of the installed engine's `plugins` for the
+    drafting tests; with `drafter` (its options a YAML flow mapping) at fixed
+    draft lengths: the adaptive policy may decline every draft on a slow
+    (sanitized) build. `settings`: more top-level lines (threads, tokenizer)."""
+    lib = prefix() / "lib" / "switchyard" / "plugins"
+    text = f"model: {model}\n{settings}plugins:\n" + "".join(f"  - {lib}/{p}/libswitchyard_{p}.so\n" for p in plugins)
+    text += "passes: [attention-fusion]\ncache: {name: paged, options: {block_size: 16, budget_mb: 64}}\n"
+    if drafter:
+        text += f"drafter: {{name: {drafter}, draft_length: fixed, options: {options}}}\n"
+    path = tmp_path / ("drafting.yaml" if drafter else "plain.yaml")
+    path.write_text(text)
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def cli() -> str:
     return str(prefix() / "bin" / "switchyard")

@@ -8,22 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from conftest import MODEL, SHARED, TOKENIZER, prefix
+from conftest import MODEL, SHARED, TOKENIZER, drafting_manifest
 
 PROMPTS = ["Once upon a time", "Lily and Ben", "The little bird", "One day, Tom", "The sun was hot"]
 
 
 def manifest(tmp_path, heads=None, model=MODEL):
-    plugins = prefix() / "lib" / "switchyard" / "plugins"
-    text = (f"model: {model}\ntokenizer: {TOKENIZER}\nthreads: 1\nplugins:\n"
-            f"  - {plugins}/attention/libswitchyard_attention.so\n  - {plugins}/cache/libswitchyard_cache.so\n"
-            "passes: [attention-fusion]\ncache: {name: paged, options: {block_size: 16, budget_mb: 64}}\n")
-    if heads:
-        # Fixed-length drafts: the adaptive policy may decline every draft on a slow (sanitized) build.
-        text += f"drafter: {{name: heads, draft_length: fixed, options: {{model: {heads}, k: 3, top: 3}}}}\n"
-    path = tmp_path / ("heads.yaml" if heads else "plain.yaml")
-    path.write_text(text)
-    return str(path)
+    return drafting_manifest(tmp_path, model, ["attention", "cache"], "heads" if heads else "",
+                             f"{{model: {heads}, k: 3, top: 3}}", f"tokenizer: {TOKENIZER}\nthreads: 1\n")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from conftest import MODEL, prefix
+from conftest import MODEL, drafting_manifest
 
 QUESTIONS = ["What is the tallest mountain in the world?", "Give me two tips for learning to cook.",
              "Why is the sky blue?"]
@@ -27,17 +27,8 @@ def smollm2() -> str:
 
 
 def manifest(tmp_path, model, draft=None):
-    plugins = prefix() / "lib" / "switchyard" / "plugins"
-    text = (f"model: {model}\nthreads: 2\nplugins:\n"
-            f"  - {plugins}/attention/libswitchyard_attention.so\n  - {plugins}/cache/libswitchyard_cache.so\n"
-            f"  - {plugins}/quantize/libswitchyard_quantize.so\n"
-            "passes: [attention-fusion]\ncache: {name: paged, options: {block_size: 16, budget_mb: 64}}\n")
-    if draft:
-        # Fixed-length drafts: the adaptive policy may decline every draft on a slow (sanitized) build.
-        text += f"drafter: {{name: draft-model, draft_length: fixed, options: {{model: {draft}, k: 3}}}}\n"
-    path = tmp_path / ("draft.yaml" if draft else "plain.yaml")
-    path.write_text(text)
-    return str(path)
+    return drafting_manifest(tmp_path, model, ["attention", "cache", "quantize"], "draft-model" if draft else "",
+                             f"{{model: {draft}, k: 3}}", "threads: 2\n")
 
 
 @pytest.fixture(scope="module")
