@@ -282,6 +282,14 @@ def encode_prompts(engine, prompts: Optional[Sequence[str]], chat: Optional[bool
     return [tok.encode(p) for p in prompts]
 
 
+def held_out(seq_of: np.ndarray, generations: int) -> np.ndarray:
+    """Which positions are measured on, not trained on: those of whole
+    generations, the last tenth (none with fewer than four)."""
+    if generations < 4:
+        return np.zeros(len(seq_of), bool)
+    return seq_of >= generations - max(1, generations // 10)
+
+
 def open_and_generate(a):
     """The target opened as the data arguments say, and its generations:
     (engine, prompt ids, [(ids, prompt length)])."""
@@ -306,7 +314,7 @@ def heads_command(a) -> int:
     t_read = time.time()
     # Whole generations held out (the last tenth) to measure the heads on.
     rng = np.random.default_rng(a.seed)
-    held = seq_of >= len(data) - max(1, len(data) // 10) if len(data) >= 4 else np.zeros(len(x), bool)
+    held = held_out(seq_of, len(data))
     trained = []
     report = {"model": a.model, "positions": int(len(x)), "held_out": int(held.sum()), "hidden": int(x.shape[1]),
               "vocab": int(w.shape[1]), "heads": []}
@@ -392,7 +400,7 @@ def draft_command(a) -> int:
     r, c = np.concatenate(rs).astype(np.float32), np.concatenate(cs).astype(np.float32)
     seq_of = np.asarray([s for s, _ in where])
     t_read = time.time()
-    held = seq_of >= len(data) - max(1, len(data) // 10) if len(data) >= 4 else np.zeros(len(r), bool)
+    held = held_out(seq_of, len(data))
     ev = held if held.any() else ~held
     adapter = dd.Adapter.from_target(target, adapter_from)
     untrained = dd.agreement(adapter, head, r[ev], c[ev], want[ev])

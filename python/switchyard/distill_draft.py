@@ -38,6 +38,9 @@ import numpy as np
 SUPPORTED = {"llama": "pairs", "qwen2": "halves", "qwen3": "halves"}
 # What the adapter trains (the rest of it, q/k/v and its attention norm, is
 # frozen: its attention context is an input computed once).
+BLOCK_TENSORS = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias",
+                 "attn_v.bias", "attn_q_norm.weight", "attn_k_norm.weight", "attn_output.weight", "ffn_norm.weight",
+                 "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}
 TRAINED = ("attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")
 
 
@@ -100,6 +103,11 @@ class GgufTarget:
                 raise SystemExit(f"{path}: tensor '{name}' is missing")
         if "blk.0.ffn_gate_inp.weight" in self.tensors:
             raise SystemExit(f"{path}: mixture-of-experts blocks (blk.0.ffn_gate_inp.weight) are not supported by distill draft")
+        # The numpy forward computes exactly these; a block tensor it does not
+        # know (a bias, a post-norm, sinks) would be silently left out.
+        for name in self.tensors:
+            if name.startswith("blk.") and name.split(".", 2)[2] not in BLOCK_TENSORS:
+                raise SystemExit(f"{path}: block tensor '{name}' is not one distill draft's forward computes")
         self._cache: Dict[str, np.ndarray] = {}
         # Tensors the student stores in another type than the target: name ->
         # (type, bytes); their float view in _cache is what the student computes with.
@@ -126,7 +134,7 @@ class GgufTarget:
             if t is None:
                 raise SystemExit(f"{self.path}: tensor '{name}' is missing")
             w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-            self._cache[name] = w.reshape([int(d) for d in reversed(t.shape)]) if w.ndim > 1 or len(t.shape) > 1 else w
+            self._cache[name] = w.reshape([int(d) for d in reversed(t.shape)])
         return self._cache[name]
 
     def lm_head_name(self) -> str:
@@ -258,12 +266,12 @@ class Adapter:
         o = a + m @ P["ffn_down.weight"].T
         inv_o = 1.0 / np.sqrt(np.mean(o * o, axis=1, keepdims=True) + eps)
         h = o * inv_o * P["output_norm.weight"]
-        return h, (r, c, a, inv_a, u, zg, zu, sig, m, o, inv_o)
+        return h, (c, a, inv_a, u, zg, zu, sig, m, o, inv_o)
 
     def backward(self, dh, cache) -> Dict[str, np.ndarray]:
         """Gradients of every trained tensor from dL/dh (h: the LM head's input)."""
         P = self.params
-        r, c, a, inv_a, u, zg, zu, sig, m, o, inv_o = cache
+        c, a, inv_a, u, zg, zu, sig, m, o, inv_o = cache
         g = {}
 
         def norm_back(dy, x, inv, w, key):

@@ -69,6 +69,28 @@ def test_student_drafts_for_the_target_and_greedy_outputs_stay_the_targets(stude
     assert m["spec_draft_tokens"] > 0 and m["spec_accepted_tokens"] > 0, m
 
 
+def with_output_bias(tmp_path) -> str:
+    """The tiny llama GGUF with one block tensor more (an output-projection
+    bias, which the llama family does not have and the forward does not add)."""
+    import gguf
+    import numpy as np
+
+    src = gguf.GGUFReader(str(REAL / "llama-gguf" / "model.gguf"))
+    out = tmp_path / "bias.gguf"
+    w = gguf.GGUFWriter(str(out), "llama")
+    for key, f in src.fields.items():
+        if not key.startswith("GGUF.") and key != "general.architecture":
+            w.add_key_value(key, f.contents(), f.types[0], sub_type=f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None)
+    for t in src.tensors:
+        w.add_tensor(t.name, np.ascontiguousarray(t.data), raw_dtype=t.tensor_type)
+    w.add_tensor("blk.0.attn_output.bias", np.zeros(int(src.fields["llama.embedding_length"].contents()), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(out)
+
+
 def test_draft_refuses_a_target_it_cannot_cut_naming_the_problem(tmp_path):
     from switchyard import distill
 
@@ -78,6 +100,8 @@ def test_draft_refuses_a_target_it_cannot_cut_naming_the_problem(tmp_path):
         distill.main(["draft", "--model", str(REAL / "mixtral-gguf" / "model.gguf"), "--out", str(tmp_path / "x.gguf")])
     with pytest.raises(SystemExit, match="this file's is 'gemma2'"):
         distill.main(["draft", "--model", str(REAL / "gemma2-gguf" / "model.gguf"), "--out", str(tmp_path / "x.gguf")])
+    with pytest.raises(SystemExit, match="block tensor 'blk.0.attn_output.bias' is not one distill draft's forward computes"):
+        distill.main(["draft", "--model", with_output_bias(tmp_path), "--out", str(tmp_path / "x.gguf")])
     gguf = smollm2()
     with pytest.raises(SystemExit, match="keeps 1 to 29 of the target's 30 blocks"):
         distill.main(["draft", "--model", gguf, "--out", str(tmp_path / "x.gguf"), "--layers", "30"])
