@@ -11,21 +11,24 @@ namespace {
 
 // Walks a row in 16-element segments in k order, flushing the group's partial
 // sum with its scale whenever a group boundary is crossed.
+// (The geometry is copied in and the steps forced inline so that the
+// accumulators stay in registers in the sanitizer build too.)
 struct GroupWalker {
-  const PackedMatrix& w;
+  const int64_t n_groups, group;
   const float* s;
   __m512 acc = _mm512_setzero_ps(), accg = _mm512_setzero_ps();
   int64_t g = 0, next;
-  GroupWalker(const PackedMatrix& m, const float* scales) : w(m), s(scales), next(m.n_groups == 1 ? INT64_MAX : m.group) {}
-  inline void at(int64_t k) {
-    if (k >= next && g + 1 < w.n_groups) {
+  GroupWalker(const PackedMatrix& m, const float* scales)
+      : n_groups(m.n_groups), group(m.group), s(scales), next(m.n_groups == 1 ? INT64_MAX : m.group) {}
+  [[gnu::always_inline]] inline void at(int64_t k) {
+    if (k >= next && g + 1 < n_groups) {
       acc = _mm512_fmadd_ps(accg, _mm512_set1_ps(s[g]), acc);
       accg = _mm512_setzero_ps();
       ++g;
-      next += w.group;
+      next += group;
     }
   }
-  inline float finish() {
+  [[gnu::always_inline]] inline float finish() {
     acc = _mm512_fmadd_ps(accg, _mm512_set1_ps(s[g]), acc);
     return _mm512_reduce_add_ps(acc);
   }
