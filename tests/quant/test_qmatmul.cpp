@@ -142,6 +142,28 @@ TEST(QMatMul, EveryPathMatchesDequantizeThenMultiply) {
   std::printf("%s\n", missing ? "" : " none");
 }
 
+// pack() moves codes as words (rows, then panels): every code it stores
+// reads back as the quantized weight's own, and the padding past K is zero,
+// in both layouts, for K that is not a multiple of 128 (odd where 8-bit),
+// one group per row, and K-quant-like groups of 16.
+TEST(QMatMul, PackingKeepsEveryCodeInRowsAndPanels) {
+  std::mt19937 rng(11);
+  for (int bits : {4, 8})
+    for (int64_t group : {int64_t{0}, int64_t{16}, int64_t{32}})
+      for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 3}, {33, 7}, {172, 17}, {300, 33}}) {
+        if ((group && K % group) || (!group && bits * K % 8)) continue;  // geometries quantize() takes
+        const std::vector<float> w = random_vector(static_cast<size_t>(K * N), rng);
+        const QuantizedWeight q = quantize(w.data(), K, N, {bits, group, false});
+        for (Isa isa : {Isa::Scalar, Isa::Avx512Vnni}) {
+          const PackedMatrix p = pack(q, isa);
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < p.Kp; ++k)
+              ASSERT_EQ(p.code(n, k), k < K ? code_at(q, n, k) : 0)
+                  << bits << "-bit, group " << group << ", K " << K << ", row " << n << ", element " << k << (p.panels ? ", panels" : ", rows");
+        }
+      }
+}
+
 TEST(QMatMul, PathsAgreeWithEachOtherOnOneLargeMatrix) {
   Case c{1, 2048, 512, 64, 4, true};
   for (Isa isa : paths()) check(c, isa, 99);
