@@ -97,8 +97,13 @@ async def run_workload(base_url: str, requests, concurrency: int = 8):
 
 
 def test_prefix_routing_keeps_each_system_prompt_on_one_replica_and_beats_round_robin(cluster):
-    requests = [f"{SYSTEM[p]} {QUESTIONS[i % len(QUESTIONS)]} ({i})" for i in range(20) for p in range(4)]
-    which = {f"{SYSTEM[p]} {QUESTIONS[i % len(QUESTIONS)]} ({i})": p for i in range(20) for p in range(4)}
+    # Round i sends the four system prompts starting from prompt i % 4: round
+    # robin over two replicas then sends each prompt to both in turn (in a
+    # fixed order 0, 1, 2, 3 it would send prompts 0 and 2 to one replica and
+    # 1 and 3 to the other every round: as affine as the router under test).
+    order = [(i, (i + k) % 4) for i in range(20) for k in range(4)]
+    requests = [f"{SYSTEM[p]} {QUESTIONS[i % len(QUESTIONS)]} ({i})" for i, p in order]
+    which = {f"{SYSTEM[p]} {QUESTIONS[i % len(QUESTIONS)]} ({i})": p for i, p in order}
     port = cluster["port"]
     results = {}
     for name in ("prefix", "rr"):
@@ -129,7 +134,9 @@ def test_prefix_routing_keeps_each_system_prompt_on_one_replica_and_beats_round_
     home = {p: max(placement[p], key=placement[p].get) for p in range(4)}
     assert all(placement[p][home[p]] >= 0.75 * sum(placement[p].values()) for p in range(4)), placement
     assert len(set(home.values())) == 2, "the four prompts should spread over both replicas"
-    assert hit_prefix > results["rr"][0]
+    hit_rr, placement_rr = results["rr"]
+    assert all(len(placement_rr[p]) == 2 for p in range(4)), f"round robin should send every prompt to both replicas: {placement_rr}"
+    assert hit_prefix > hit_rr
 
 
 def test_a_hot_prefix_spreads_to_an_idle_replica_and_stays_cached(cluster):
