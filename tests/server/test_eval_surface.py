@@ -49,19 +49,26 @@ def tokenize(server, text):
 
 
 def reference_logprobs(prompts):
-    """log_softmax(last logits)[next token] for every prefix, from `switchyard logits`."""
+    """Per prompt, log_softmax(last logits)[next token] for every prefix, from
+    `switchyard logits`: one process (one model load) for all of them."""
     with tempfile.TemporaryDirectory() as tmp:
         batch = Path(tmp) / "prompts.json"
         prefixes = [(ids[:i], ids[i]) for ids in prompts for i in range(1, len(ids))]
         batch.write_text(json.dumps([p for p, _ in prefixes]))
         out = subprocess.run([CLI, "logits", "--model", GGUF, "--batch", str(batch)], capture_output=True, text=True, check=True, timeout=1200)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(prefixes), out.stderr[-2000:]
     values = []
-    for line, (_, nxt) in zip(out.stdout.splitlines(), prefixes):
+    for line, (_, nxt) in zip(lines, prefixes):
         logits = json.loads(line)["last_logits"]
         m = max(logits)
         z = m + math.log(sum(math.exp(x - m) for x in logits))
         values.append((logits[nxt] - z, logits[nxt] == m))
-    return values
+    per_prompt, at = [], 0
+    for ids in prompts:
+        per_prompt.append(values[at:at + len(ids) - 1])
+        at += len(ids) - 1
+    return per_prompt
 
 
 def test_echo_with_max_tokens_0_gives_the_prompt_logprobs(server):
@@ -72,7 +79,7 @@ def test_echo_with_max_tokens_0_gives_the_prompt_logprobs(server):
     assert choice["text"] == "The capital of France is Paris." and choice["finish_reason"] == "length"
     lp = choice["logprobs"]
     assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None and len(lp["tokens"]) == len(ids)
-    expected = reference_logprobs([ids])
+    expected, = reference_logprobs([ids])
     for got, (want, greedy), top in zip(lp["token_logprobs"][1:], expected, lp["top_logprobs"][1:]):
         assert abs(got - want) < TOLERANCE
         assert (got == max(top.values())) == greedy  # the chosen token is always among the top ones
@@ -123,7 +130,7 @@ def test_lm_eval_loglikelihood_equals_switchyard_logits(server):
         assert out.returncode == 0, out.stderr[-3000:]
         samples = [json.loads(line) for f in (tmp / "out").rglob("samples_switchyard_mc_*.jsonl") for line in f.read_text().splitlines()]
     assert len(samples) == len(docs)
-    checked = 0
+    asked = []  # (context ids, context + continuation ids, lm-eval's loglikelihood, its is-greedy)
     for s in samples:
         # The (context, continuation) pairs lm-eval asked about (its target
         # delimiter included), with the answers it got.
@@ -131,15 +138,15 @@ def test_lm_eval_loglikelihood_equals_switchyard_logits(server):
         for args, resp in zip(pairs, s["resps"]):
             context_text, continuation = args["arg_0"], args["arg_1"]
             loglikelihood, greedy = resp[0]  # logged as text: ["-1.25", "True"]
-            loglikelihood, greedy = float(loglikelihood), str(greedy) == "True"
             context = tokenize(server, context_text)
             whole = tokenize(server, context_text + continuation)
             assert whole[:len(context)] == context
-            expected = reference_logprobs([whole])[len(context) - 1:]
-            assert abs(loglikelihood - sum(v for v, _ in expected)) < TOLERANCE * len(expected)
-            assert greedy == all(g for _, g in expected)
-            checked += 1
-    assert checked == 2 * len(docs)
+            asked.append((context, whole, float(loglikelihood), str(greedy) == "True"))
+    assert len(asked) == 2 * len(docs)
+    for (context, _, loglikelihood, greedy), reference in zip(asked, reference_logprobs([w for _, w, _, _ in asked])):
+        expected = reference[len(context) - 1:]
+        assert abs(loglikelihood - sum(v for v, _ in expected)) < TOLERANCE * len(expected)
+        assert greedy == all(g for _, g in expected)
 
 
 def test_tokenize_detokenize_and_tokenizer_info(server):
