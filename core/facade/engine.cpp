@@ -325,7 +325,8 @@ nlohmann::json Engine::describe() const {
                            {"cases", pr.cases},
                            {"regions", pr.regions},
                            {"max_deviation", pr.max_deviation},
-                           {"logit_sensitivity", pr.logit_sensitivity},
+                           // null: not needed, the logits were within the strict tolerance
+                           {"logit_sensitivity", pr.logit_sensitivity < 0 ? nlohmann::json() : nlohmann::json(pr.logit_sensitivity)},
                            {"ms", pr.ms},
                            {"skipped", pr.skipped}});
   return j;

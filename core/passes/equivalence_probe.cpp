@@ -178,13 +178,73 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
   for (const auto& p : pairs) want_region.push_back(p.second);
 
   std::unique_ptr<SubgraphRunner> run_before, run_after, run_region, run_mixed;
-  // How much the original's own logits move when its replaced values are
-  // swapped for the rewritten regions' (proven equal above): ops downstream
-  // that quantize their activations amplify last-bit differences, and the
-  // whole-graph check must not hold the rewrite to more than that.
+  const std::vector<ProbeCase> cases = probe_cases(after, env);
+  auto seed_of = [](size_t i) { return 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i); };
+  // Each replaced region, fed the original's own boundary values (the
+  // values b holds after the replaced ones): its outputs.
+  auto run_regions = [&](const ProbeCase& c, const std::vector<Tensor>& b, const ScratchStep& scratch) {
+    if (!run_region) run_region = std::make_unique<SubgraphRunner>(after, *env.registry, env.threads, boundary, want_region);
+    std::vector<Tensor> feeds(b.begin() + static_cast<ptrdiff_t>(pairs.size()), b.begin() + static_cast<ptrdiff_t>(pairs.size() + boundary.size()));
+    try {
+      return run_region->run(feeds, step_after ? scratch.context() : nullptr);
+    } catch (const std::exception& e) {
+      SY_THROW_KIND(ErrorKind::PluginFailure,
+                    "pass '" << pass << "' refused: a rewritten region fails on the probe case '" << c.name << "': " << e.what());
+    }
+  };
+  // How much the original's own logits move on case i when its replaced
+  // values are swapped for the rewritten regions' (proven equal), or moved
+  // by a few ulps, or its float inputs are: ops downstream that quantize
+  // their activations amplify last-bit differences, and the whole-graph
+  // check must not hold the rewrite to more than that. Four more runs of
+  // the model per case, so measured only once a case's logits miss the
+  // strict tolerance: a rewrite within it is accepted whatever this is.
+  std::vector<bool> measured(cases.size(), false);
   double sensitivity = 0;
-  for (const ProbeCase& c : probe_cases(after, env)) {
-    ProbeInputs in = synthetic_decoder_inputs(before, io_before, c, env.vocab_size, 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(rep.cases));
+  auto measure_sensitivity = [&](size_t i) {
+    if (measured[i] || pairs.empty()) return;
+    measured[i] = true;
+    const ProbeCase& c = cases[i];
+    ProbeInputs in = synthetic_decoder_inputs(before, io_before, c, env.vocab_size, seed_of(i));
+    ScratchStep scratch(io_before, c, in);
+    Feeds fb = feeds_for(before, io_before, step_before, in, scratch);
+    const std::vector<Tensor> b = run_before->run(fb.tensors, step_before ? scratch.context() : nullptr);
+    if (!run_mixed) {
+      std::vector<ValueId> fed = fb.ids;
+      for (const auto& pr : pairs) fed.push_back(pr.first);
+      run_mixed = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fed, std::vector<ValueId>{logits_before});
+    }
+    // The original with its replaced values fed from outside: the rewritten
+    // regions' (single rows only, as the region check runs them) ...
+    if (c.batch() == 1) {
+      std::vector<Tensor> mixed_feeds = fb.tensors;
+      const std::vector<Tensor> r = run_regions(c, b, scratch);
+      mixed_feeds.insert(mixed_feeds.end(), r.begin(), r.end());
+      const Tensor mixed = run_mixed->run(mixed_feeds, step_before ? scratch.context() : nullptr)[0];
+      sensitivity = std::max(sensitivity, deviation(b.back(), mixed));
+    }
+    // ... or its own moved by a few ulps, up or up and down: how far the
+    // layers after them amplify a last-bit difference, on this case itself
+    // (a padded batch can turn one into a code step of a quantized
+    // activation where the single rows did not).
+    for (bool alternate : {false, true}) {
+      std::vector<Tensor> nudged_feeds = fb.tensors;
+      for (size_t k = 0; k < pairs.size(); ++k) nudged_feeds.push_back(nudged(b[k], alternate));
+      const Tensor moved = run_mixed->run(nudged_feeds, step_before ? scratch.context() : nullptr)[0];
+      sensitivity = std::max(sensitivity, deviation(b.back(), moved));
+    }
+    // A rewrite's regions can be bitwise exact on one case while its whole
+    // graph is not (last-bit differences compound through the layers, and
+    // quantized activations turn one into a code step): the original itself,
+    // its float inputs moved by a few ulps (a prefill has none to move).
+    std::vector<Tensor> jittered_feeds;
+    for (const Tensor& in_t : fb.tensors) jittered_feeds.push_back(nudged(in_t));
+    const Tensor jittered = run_before->run(jittered_feeds, step_before ? scratch.context() : nullptr).back();
+    sensitivity = std::max(sensitivity, deviation(b.back(), jittered));
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const ProbeCase& c = cases[ci];
+    ProbeInputs in = synthetic_decoder_inputs(before, io_before, c, env.vocab_size, seed_of(ci));
     ScratchStep scratch(io_before, c, in);
     Feeds fb = feeds_for(before, io_before, step_before, in, scratch);
     Feeds fa = feeds_for(after, io_after, step_after, in, scratch);
@@ -213,28 +273,9 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
                     "pass '" << pass << "' refused: the rewritten graph fails on the probe case '" << c.name << "': " << e.what());
     }
     ++rep.cases;
-    // The original with its replaced values fed from outside (the rewritten
-    // ones, or its own moved by a few ulps): how much its logits move.
-    if (!pairs.empty() && !run_mixed) {
-      std::vector<ValueId> fed = fb.ids;
-      for (const auto& pr : pairs) fed.push_back(pr.first);
-      run_mixed = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fed, std::vector<ValueId>{logits_before});
-    }
     // 1. Each replaced region, fed the original's own boundary values (one row).
     if (c.batch() == 1 && !pairs.empty()) {
-      if (!run_region) run_region = std::make_unique<SubgraphRunner>(after, *env.registry, env.threads, boundary, want_region);
-      std::vector<Tensor> feeds(b.begin() + static_cast<ptrdiff_t>(pairs.size()), b.begin() + static_cast<ptrdiff_t>(pairs.size() + boundary.size()));
-      std::vector<Tensor> r;
-      try {
-        r = run_region->run(feeds, step_after ? scratch.context() : nullptr);
-      } catch (const std::exception& e) {
-        SY_THROW_KIND(ErrorKind::PluginFailure,
-                      "pass '" << pass << "' refused: a rewritten region fails on the probe case '" << c.name << "': " << e.what());
-      }
-      std::vector<Tensor> mixed_feeds = fb.tensors;
-      mixed_feeds.insert(mixed_feeds.end(), r.begin(), r.end());
-      const Tensor mixed = run_mixed->run(mixed_feeds, step_before ? scratch.context() : nullptr)[0];
-      sensitivity = std::max(sensitivity, deviation(b.back(), mixed));
+      const std::vector<Tensor> r = run_regions(c, b, scratch);
       for (size_t i = 0; i < pairs.size(); ++i) {
         const Tensor& orig = b[i];
         const Tensor& mine = r[i];
@@ -247,30 +288,6 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
                                     << " deviates from the original by " << d << " (tolerance " << tol << ") on the probe case '"
                                     << c.name << "'");
       }
-    }
-    // How far the layers after the replaced values amplify a last-bit
-    // difference, on this case itself (a padded batch can turn one into a
-    // code step of a quantized activation where the single rows did not).
-    if (!pairs.empty()) {
-      // The original with its own replaced values moved by a few ulps: how
-      // far the layers after them amplify a last-bit difference there, where
-      // a rewrite's differences start (a prefill has no float input for the
-      // jitter below to move).
-      for (bool alternate : {false, true}) {
-        std::vector<Tensor> nudged_feeds = fb.tensors;
-        for (size_t i = 0; i < pairs.size(); ++i) nudged_feeds.push_back(nudged(b[i], alternate));
-        const Tensor moved = run_mixed->run(nudged_feeds, step_before ? scratch.context() : nullptr)[0];
-        sensitivity = std::max(sensitivity, deviation(b.back(), moved));
-      }
-      // A rewrite's regions can be bitwise exact on one case while its whole
-      // graph is not (last-bit differences compound through the layers,
-      // and quantized activations turn one into a code step). The
-      // original itself, its float inputs moved by a few ulps, measures
-      // that amplification whichever way this case came out.
-      std::vector<Tensor> jittered_feeds;
-      for (const Tensor& in_t : fb.tensors) jittered_feeds.push_back(nudged(in_t));
-      const Tensor jittered = run_before->run(jittered_feeds, step_before ? scratch.context() : nullptr).back();
-      sensitivity = std::max(sensitivity, deviation(b.back(), jittered));
     }
     // 2. The whole graph's logits at every real position of every row.
     const Tensor& lb = b.back();
@@ -292,8 +309,16 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
       }
     }
     rep.max_deviation = std::max(rep.max_deviation, worst);
-    rep.logit_sensitivity = sensitivity;
-    const double tolerance = std::max(kProbeTolerance * scale, 4 * sensitivity);
+    double tolerance = kProbeTolerance * scale;
+    if (worst > tolerance) {
+      // Outside the strict bound: allow what the original's own logits
+      // move by, measured on every case so far (this one first, the
+      // earlier ones only if it is not enough).
+      measure_sensitivity(ci);
+      for (size_t k = 0; k < ci && worst > 4 * sensitivity; ++k) measure_sensitivity(k);
+      rep.logit_sensitivity = sensitivity;
+      tolerance = std::max(tolerance, 4 * sensitivity);
+    }
     if (worst > tolerance) {
       std::ostringstream os;
       os << "pass '" << pass << "' refused: the rewritten graph's logits deviate from the original's by " << worst << " (tolerance "

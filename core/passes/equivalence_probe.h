@@ -20,7 +20,9 @@ struct ProbeReport {
   // How far the original's logits move when its replaced values are swapped
   // for the proven-equal rewritten ones (downstream quantized activations
   // amplify last-bit differences); the whole-graph check allows 4x this.
-  double logit_sensitivity = 0;
+  // Measured only for a rewrite whose logits miss the strict tolerance
+  // (kProbeTolerance); negative when none did.
+  double logit_sensitivity = -1;
   double ms = 0;
   std::string skipped;      // why the probe did not run (approximate pass, no decoder interface)
 };

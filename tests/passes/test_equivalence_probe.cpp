@@ -51,6 +51,18 @@ TEST(EquivalenceProbe, AnExactRewriteAndAnApproximateOneAreAccepted) {
   EXPECT_HAS(approx->report().probes[0].skipped, "approximate");
 }
 
+TEST(EquivalenceProbe, LogitsOutsideTheStrictBoundAreHeldToTheMeasuredSensitivity) {
+  // A softmax skewed by less than the regions' tolerance passes every
+  // region check; through the layers its logits move by more than the
+  // strict bound, so the probe measures how far the original's own logits
+  // move under last-bit nudges (far less) and refuses the rewrite there.
+  std::string msg = test::error_of([] { Session::create(skewed(test::model_path("stories260K.onnx"), "1.00009", false)); });
+  EXPECT_HAS(msg, "pass 'skew-softmax' refused: the rewritten graph's logits deviate from the original's by");
+  // An exact rewrite never needs it: reported as not measured.
+  auto exact = Session::create(skewed(test::model_path("stories260K.onnx"), "1.0", false));
+  EXPECT_LT(exact->report().probes[0].logit_sensitivity, 0);
+}
+
 TEST(EquivalenceProbe, AttentionFusionIsProvenPerLayerOnRealExports) {
   for (const char* m : {"qwen2-torchscript", "mistral-dynamo", "gemma2-torchscript", "phi3-genai"}) {
     auto s = Session::create(config_with(test::source_dir() + "/tests/models/real/" + m, "paged"));

@@ -125,10 +125,12 @@ int cmd_inspect(const std::vector<std::string>& args) {
   for (const auto& pr : j["probes"]) {
     if (!pr["skipped"].get<std::string>().empty())
       std::printf("equivalence probe of '%s': skipped (%s)\n", pr["pass"].get<std::string>().c_str(), pr["skipped"].get<std::string>().c_str());
-    else
-      std::printf("equivalence probe of '%s': %d cases, %d regions, max deviation %.3g (logit sensitivity %.3g), %.1f ms\n",
-                  pr["pass"].get<std::string>().c_str(), pr["cases"].get<int>(), pr["regions"].get<int>(), pr["max_deviation"].get<double>(),
-                  pr["logit_sensitivity"].get<double>(), pr["ms"].get<double>());
+    else {
+      char bound[64] = "within the strict tolerance";
+      if (!pr["logit_sensitivity"].is_null()) std::snprintf(bound, sizeof bound, "logit sensitivity %.3g", pr["logit_sensitivity"].get<double>());
+      std::printf("equivalence probe of '%s': %d cases, %d regions, max deviation %.3g (%s), %.1f ms\n", pr["pass"].get<std::string>().c_str(),
+                  pr["cases"].get<int>(), pr["regions"].get<int>(), pr["max_deviation"].get<double>(), bound, pr["ms"].get<double>());
+    }
   }
   return 0;
 }
