@@ -3,7 +3,8 @@
 # engine and its schedulers, speculative decoding, fault injection, the thread
 # pool, structured output (masks filled beside the forward pass), the C API (text copied out while the engine appends; engines created
 # on several threads at once), plugin failures contained while another
-# session runs, and the OpenAI server under 64 concurrent clients. Part of CI
+# session runs, and the OpenAI server's threaded tests (64 concurrent clients,
+# disconnects, shutdown, plugin faults, draining; tests/CMakeLists.txt). Part of CI
 # (scripts/test.sh); any data race fails it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
