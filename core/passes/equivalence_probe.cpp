@@ -179,7 +179,20 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
 
   std::unique_ptr<SubgraphRunner> run_before, run_after, run_region, run_mixed;
   const std::vector<ProbeCase> cases = probe_cases(after, env);
-  auto seed_of = [](size_t i) { return 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i); };
+  // One case's synthetic inputs, as both graphs are fed them.
+  struct CaseFeeds {
+    ProbeInputs in;
+    std::unique_ptr<ScratchStep> scratch;  // its context points into itself
+    Feeds before, after;
+  };
+  auto feeds_of = [&](size_t i) {
+    CaseFeeds f;
+    f.in = synthetic_decoder_inputs(before, io_before, cases[i], env.vocab_size, 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i));
+    f.scratch = std::make_unique<ScratchStep>(io_before, cases[i], f.in);
+    f.before = feeds_for(before, io_before, step_before, f.in, *f.scratch);
+    f.after = feeds_for(after, io_after, step_after, f.in, *f.scratch);
+    return f;
+  };
   // Each replaced region, fed the original's own boundary values (the
   // values b holds after the replaced ones): its outputs.
   auto run_regions = [&](const ProbeCase& c, const std::vector<Tensor>& b, const ScratchStep& scratch) {
@@ -199,29 +212,25 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
   // check must not hold the rewrite to more than that. Four more runs of
   // the model per case, so measured only once a case's logits miss the
   // strict tolerance: a rewrite within it is accepted whatever this is.
+  // b: the original's outputs on the case; r: the regions' (single rows).
   std::vector<bool> measured(cases.size(), false);
   double sensitivity = 0;
-  auto measure_sensitivity = [&](size_t i) {
+  auto measure_sensitivity = [&](size_t i, const CaseFeeds& f, const std::vector<Tensor>& b, const std::vector<Tensor>* r) {
     if (measured[i] || pairs.empty()) return;
     measured[i] = true;
-    const ProbeCase& c = cases[i];
-    ProbeInputs in = synthetic_decoder_inputs(before, io_before, c, env.vocab_size, seed_of(i));
-    ScratchStep scratch(io_before, c, in);
-    Feeds fb = feeds_for(before, io_before, step_before, in, scratch);
-    const std::vector<Tensor> b = run_before->run(fb.tensors, step_before ? scratch.context() : nullptr);
+    const Feeds& fb = f.before;
+    const sy_step_context* ctx = step_before ? f.scratch->context() : nullptr;
     if (!run_mixed) {
       std::vector<ValueId> fed = fb.ids;
       for (const auto& pr : pairs) fed.push_back(pr.first);
       run_mixed = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fed, std::vector<ValueId>{logits_before});
     }
     // The original with its replaced values fed from outside: the rewritten
-    // regions' (single rows only, as the region check runs them) ...
-    if (c.batch() == 1) {
+    // regions' ...
+    if (r) {
       std::vector<Tensor> mixed_feeds = fb.tensors;
-      const std::vector<Tensor> r = run_regions(c, b, scratch);
-      mixed_feeds.insert(mixed_feeds.end(), r.begin(), r.end());
-      const Tensor mixed = run_mixed->run(mixed_feeds, step_before ? scratch.context() : nullptr)[0];
-      sensitivity = std::max(sensitivity, deviation(b.back(), mixed));
+      mixed_feeds.insert(mixed_feeds.end(), r->begin(), r->end());
+      sensitivity = std::max(sensitivity, deviation(b.back(), run_mixed->run(mixed_feeds, ctx)[0]));
     }
     // ... or its own moved by a few ulps, up or up and down: how far the
     // layers after them amplify a last-bit difference, on this case itself
@@ -230,8 +239,7 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
     for (bool alternate : {false, true}) {
       std::vector<Tensor> nudged_feeds = fb.tensors;
       for (size_t k = 0; k < pairs.size(); ++k) nudged_feeds.push_back(nudged(b[k], alternate));
-      const Tensor moved = run_mixed->run(nudged_feeds, step_before ? scratch.context() : nullptr)[0];
-      sensitivity = std::max(sensitivity, deviation(b.back(), moved));
+      sensitivity = std::max(sensitivity, deviation(b.back(), run_mixed->run(nudged_feeds, ctx)[0]));
     }
     // A rewrite's regions can be bitwise exact on one case while its whole
     // graph is not (last-bit differences compound through the layers, and
@@ -239,15 +247,24 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
     // its float inputs moved by a few ulps (a prefill has none to move).
     std::vector<Tensor> jittered_feeds;
     for (const Tensor& in_t : fb.tensors) jittered_feeds.push_back(nudged(in_t));
-    const Tensor jittered = run_before->run(jittered_feeds, step_before ? scratch.context() : nullptr).back();
-    sensitivity = std::max(sensitivity, deviation(b.back(), jittered));
+    sensitivity = std::max(sensitivity, deviation(b.back(), run_before->run(jittered_feeds, ctx).back()));
+  };
+  // An earlier case, run again (its outputs were not kept: they are needed
+  // only on this rare path).
+  auto measure_earlier = [&](size_t i) {
+    if (measured[i]) return;
+    const CaseFeeds f = feeds_of(i);
+    const std::vector<Tensor> b = run_before->run(f.before.tensors, step_before ? f.scratch->context() : nullptr);
+    const bool single = cases[i].batch() == 1 && !pairs.empty();
+    const std::vector<Tensor> r = single ? run_regions(cases[i], b, *f.scratch) : std::vector<Tensor>{};
+    measure_sensitivity(i, f, b, single ? &r : nullptr);
   };
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const ProbeCase& c = cases[ci];
-    ProbeInputs in = synthetic_decoder_inputs(before, io_before, c, env.vocab_size, seed_of(ci));
-    ScratchStep scratch(io_before, c, in);
-    Feeds fb = feeds_for(before, io_before, step_before, in, scratch);
-    Feeds fa = feeds_for(after, io_after, step_after, in, scratch);
+    const CaseFeeds f = feeds_of(ci);
+    const Feeds& fb = f.before;
+    const Feeds& fa = f.after;
+    const ScratchStep& scratch = *f.scratch;
     if (!run_before) {
       try {
         run_before = std::make_unique<SubgraphRunner>(before, *env.registry, env.threads, fb.ids, want_before);
@@ -274,11 +291,13 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
     }
     ++rep.cases;
     // 1. Each replaced region, fed the original's own boundary values (one row).
-    if (c.batch() == 1 && !pairs.empty()) {
-      const std::vector<Tensor> r = run_regions(c, b, scratch);
+    std::vector<Tensor> regions;
+    const bool single = c.batch() == 1 && !pairs.empty();
+    if (single) {
+      regions = run_regions(c, b, scratch);
       for (size_t i = 0; i < pairs.size(); ++i) {
         const Tensor& orig = b[i];
-        const Tensor& mine = r[i];
+        const Tensor& mine = regions[i];
         SY_CHECK(orig.dtype() == DType::F32 && mine.dtype() == DType::F32 && orig.shape() == mine.shape(),
                  "pass '" << pass << "' refused: " << describe_node(after, pairs[i].second) << " computes shape " << mine.shape().str()
                           << " where the original computed " << orig.shape().str() << " (probe case '" << c.name << "')");
@@ -314,8 +333,8 @@ ProbeReport prove_rewrite(const std::string& pass, const Graph& before, const Gr
       // Outside the strict bound: allow what the original's own logits
       // move by, measured on every case so far (this one first, the
       // earlier ones only if it is not enough).
-      measure_sensitivity(ci);
-      for (size_t k = 0; k < ci && worst > 4 * sensitivity; ++k) measure_sensitivity(k);
+      measure_sensitivity(ci, f, b, single ? &regions : nullptr);
+      for (size_t k = 0; k < ci && worst > 4 * sensitivity; ++k) measure_earlier(k);
       rep.logit_sensitivity = sensitivity;
       tolerance = std::max(tolerance, 4 * sensitivity);
     }
